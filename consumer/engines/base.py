@@ -1,0 +1,52 @@
+"""What every OCR engine takes and returns."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+from shared.schemas import Page, Segment, Usage
+
+
+class PageImage(msgspec.Struct, frozen=True, kw_only=True):
+    """One rendered page on disk (under the job's /dev/shm folder)."""
+
+    number: int  # 1-based page number in the document
+    path: str  # PNG or JPEG file
+    media_type: str  # image/png | image/jpeg
+    width: int  # pixels
+    height: int  # pixels
+
+
+class EngineOutput(msgspec.Struct, kw_only=True):
+    """What an engine made of one micro-batch.
+
+    ``pages`` holds per-page results, one per input page (for a multi-page request these
+    carry geometry and blocks only, their markdown stays None); ``segments`` holds text
+    that spans several pages and must not be copied onto each page.
+    """
+
+    pages: list[Page]
+    segments: list[Segment] = msgspec.field(default_factory=list)
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+
+class Engine(Protocol):
+    """An OCR engine: vLLM over HTTP or the local CPU engine."""
+
+    name: str
+    model: str
+    profile: str
+
+    async def recognise(self, pages: list[PageImage], *, profile: str | None = None) -> EngineOutput:
+        """OCR one micro-batch; raise OcrqError (transient or permanent code) on failure.
+
+        ``profile`` names a model profile (vLLM); None means the engine's default. Engines
+        do not retry: the worker owns retries and backoff.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release pools and clients."""
+        ...

@@ -1,0 +1,34 @@
+"""structlog setup: JSON lines in production, a readable console on a TTY."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+from shared.settings import Settings
+
+
+def configure_logging(settings: Settings) -> None:
+    """Configure structlog and stdlib logging once per process."""
+    level = logging.getLevelNamesMapping().get(settings.log_level.upper(), logging.INFO)
+    as_json = settings.log_format == "json" or (
+        settings.log_format == "auto" and not sys.stderr.isatty()
+    )
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)

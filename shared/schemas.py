@@ -1,0 +1,170 @@
+"""msgspec schemas: job options, API bodies, the job view and the OCR result."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+import msgspec
+
+
+class Base(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Base for worker-side and outbound messages.
+
+    kw_only: fields are named at every call site. omit_defaults: optional fields that hold
+    their default stay off the wire. Unknown fields are tolerated here (rolling upgrades:
+    an older worker reads a newer producer's message); inbound API bodies subclass
+    ``Inbound`` instead.
+    """
+
+
+class Inbound(Base, forbid_unknown_fields=True):
+    """Base for bodies clients send: an unknown field is a typo and is rejected by name."""
+
+
+class Status(StrEnum):
+    """Job lifecycle: queued → processing → done | failed | cancelled."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL: frozenset[Status] = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+ACTIVE: frozenset[Status] = frozenset(set(Status) - TERMINAL)
+
+Lane = Literal["interactive", "batch"]
+TextLayer = Literal["auto", "off"]
+
+
+class JobOptions(Inbound):
+    """Per-job options; None means the worker's setting decides."""
+
+    batch_size: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1
+    dpi: Annotated[int, msgspec.Meta(ge=50, le=400)] | None = None
+    max_pages: Annotated[int, msgspec.Meta(ge=1, le=5000)] | None = None
+    lane: Lane = "interactive"
+    profile: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    text_layer: TextLayer | None = None
+
+
+class SubmitBody(Inbound):
+    """JSON submission: a base64 (or data-URI) document plus options."""
+
+    document: str
+    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    options: JobOptions = msgspec.field(default_factory=JobOptions)
+
+
+class ErrorBody(Base):
+    """An error: a catalogue code and a message."""
+
+    code: str
+    message: str
+
+
+class Accepted(Base):
+    """202 body for a submission."""
+
+    id: str
+    status: str
+    created_at: str
+
+
+class Block(Base):
+    """One block of a page: bbox normalised to 0–1 of the page, bbox_px in page pixels."""
+
+    label: str
+    text: str
+    bbox: list[float] = msgspec.field(default_factory=list)
+    bbox_px: list[int] = msgspec.field(default_factory=list)
+    confidence: float | None = None
+
+
+class Page(Base):
+    """One page; ``source`` says which path produced it."""
+
+    number: int
+    width: int
+    height: int
+    markdown: str | None = None
+    blocks: list[Block] = msgspec.field(default_factory=list)
+    source: Literal["engine", "text_layer"] = "engine"
+    truncated: bool = False
+
+
+class Segment(Base):
+    """Text the engine returned for a page range (several pages per request)."""
+
+    first_page: int
+    last_page: int
+    markdown: str
+    truncated: bool = False
+
+
+class EngineInfo(Base):
+    """Which engine, model and profile produced the result."""
+
+    name: str
+    model: str
+    profile: str
+
+
+class Timings(Base):
+    """Stage latencies in milliseconds."""
+
+    queued_ms: int = 0
+    raster_ms: int = 0
+    infer_ms: int = 0
+    total_ms: int = 0
+
+
+class Usage(Base):
+    """Engine usage, summed over requests."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Result(Base):
+    """The OCR result of one job."""
+
+    id: str
+    status: str
+    media_type: str
+    page_count: int
+    markdown: str
+    pages: list[Page] = msgspec.field(default_factory=list)
+    segments: list[Segment] = msgspec.field(default_factory=list)
+    engine: EngineInfo | None = None
+    timings: Timings = msgspec.field(default_factory=Timings)
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+
+class Progress(Base):
+    """Pages done out of pages total (total is 0 until the worker knows it)."""
+
+    pages_done: int = 0
+    pages_total: int = 0
+
+
+class JobView(Base, omit_defaults=False):
+    """What a poll returns: status, progress, timestamps, error, and the result when done."""
+
+    id: str
+    status: str
+    filename: str | None
+    media_type: str
+    size: int
+    lane: str
+    options: JobOptions
+    progress: Progress
+    attempts: int
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    error: ErrorBody | None = None
+    result: Result | None = None

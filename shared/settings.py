@@ -1,0 +1,106 @@
+"""The operator's settings: one Struct, read once from ``OCRQ_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+
+LANES: tuple[str, ...] = ("interactive", "batch")
+GROUP = "workers"
+
+EngineName = Literal["local", "vllm"]
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Every knob of ocrq; each default works on a laptop."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    prefix: str = "ocrq:"
+    # Redis socket timeouts; XREADGROUP BLOCK stays well below them.
+    redis_socket_timeout_s: float = 10.0
+    redis_connect_timeout_s: float = 5.0
+    redis_max_connections: int = 64
+    redis_block_ms: int = 2000
+
+    # --- producer ---
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_document_bytes: int = 10 * 1024 * 1024
+    api_keys: str = ""  # "tenant:key,tenant:key"; empty = open API
+    max_backlog: int = 10_000  # per lane, in stream lag
+    result_ttl_s: int = 7 * 24 * 3600
+    queued_ttl_s: int = 2 * 24 * 3600  # a queued job's hash outlives any sane backlog
+    idempotency_ttl_s: int = 24 * 3600
+    max_wait_s: int = 60
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: str = "info"
+
+    # --- consumer ---
+    engine: EngineName | None = None  # None: vllm when vllm_url is set, else local
+    vllm_url: str = ""
+    vllm_model: str = "baidu/Unlimited-OCR"
+    vllm_api_key: str = ""
+    profile: str = "unlimited-ocr"
+    max_tokens: int = 0  # 0: the profile's own max_tokens
+    collect_window_ms: int = 100
+    max_jobs: int = 16  # per collection window
+    engine_concurrency: int = 32  # in-flight engine requests per worker
+    engine_timeout_s: float = 300.0
+    engine_retries: int = 5
+    engine_backoff_s: float = 1.0
+    engine_backoff_max_s: float = 30.0
+    visibility_timeout_ms: int = 300_000
+    max_deliveries: int = 3
+    drain_grace_s: float = 30.0
+    shm_dir: str = "/dev/shm"
+    raster_workers: int = 2
+    local_workers: int = 1
+    default_dpi: int = 150
+    default_max_pages: int = 200
+    max_image_pixels: int = 80_000_000  # decompression-bomb guard
+    max_image_side: int = 4096  # larger images are downscaled
+    metrics_port: int = 9100  # 0: no HTTP port on the worker
+    worker_name: str = ""  # empty: host-pid-random
+
+    @property
+    def engine_name(self) -> EngineName:
+        """The engine to run: explicit, else vllm when a URL is configured, else local."""
+        if self.engine is not None:
+            return self.engine
+        return "vllm" if self.vllm_url else "local"
+
+    @property
+    def tenant_keys(self) -> dict[str, str]:
+        """API key → tenant, parsed from ``api_keys``."""
+        return parse_api_keys(self.api_keys)
+
+
+def parse_api_keys(raw: str) -> dict[str, str]:
+    """Parse ``tenant:key,tenant:key`` into {key: tenant}; a malformed entry is an error."""
+    keys: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        tenant, sep, key = item.partition(":")
+        if not sep or not tenant or not key:
+            raise ValueError(f"OCRQ_API_KEYS entry {item!r} is not tenant:key")
+        keys[key] = tenant
+    return keys
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Read ``OCRQ_*`` variables once into Settings; explicit overrides win."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    for field in msgspec.structs.fields(Settings):
+        value = env.get(f"OCRQ_{field.name.upper()}")
+        if value is not None and value != "":
+            raw[field.name] = value
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        settings = msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as e:
+        raise ValueError(f"invalid OCRQ_* setting: {e}") from e
+    parse_api_keys(settings.api_keys)
+    return settings

