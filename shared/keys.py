@@ -59,7 +59,10 @@ ENQUEUE = """
 local job, stream, idem = KEYS[1], KEYS[2], KEYS[3]
 if idem ~= '' then
   local prior = redis.call('GET', idem)
-  if prior then return {'dup', prior} end
+  -- The job key ends with the new id; swap in the prior id to see if that job still exists.
+  if prior and redis.call('EXISTS', string.sub(job, 1, #job - #ARGV[1]) .. prior) == 1 then
+    return {'dup', prior}
+  end
 end
 local backlog = redis.call('XLEN', stream)
 if backlog >= tonumber(ARGV[2]) then return {'full', tostring(backlog)} end

@@ -28,7 +28,13 @@ def configure_logging(settings: Settings) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        # Look sys.stderr up per logger: a process that swaps it (tests, `ocrq up`) still logs.
+        logger_factory=stderr_logger,
+        cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr)
+
+
+def stderr_logger(*_args: object) -> structlog.PrintLogger:
+    """A PrintLogger on the current sys.stderr."""
+    return structlog.PrintLogger(sys.stderr)

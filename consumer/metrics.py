@@ -1,0 +1,87 @@
+"""Worker metrics and its small HTTP port: /healthz and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest
+
+_STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class WorkerMetrics:
+    """Jobs by outcome, pages, stage latencies, window fill, engine errors, in-flight."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.jobs = Counter("ocrq_jobs", "Jobs finished, by outcome", ["outcome"], registry=r)
+        self.pages = Counter("ocrq_pages", "Pages recognised", registry=r)
+        self.stage_seconds = Histogram(
+            "ocrq_stage_seconds", "Stage latency", ["stage"], buckets=_STAGE_BUCKETS, registry=r
+        )
+        self.window_fill = Histogram(
+            "ocrq_window_fill", "Jobs per collection window",
+            buckets=(1, 2, 4, 8, 16, 32, 64), registry=r,
+        )  # fmt: skip
+        self.engine_errors = Counter(
+            "ocrq_engine_errors", "Engine errors by code", ["code"], registry=r
+        )
+        self.in_flight = Gauge("ocrq_jobs_in_flight", "Jobs being processed", registry=r)
+        self.last_loop = time.monotonic()
+
+    def alive(self, stale_after_s: float) -> bool:
+        """True while the worker loop has turned recently."""
+        return time.monotonic() - self.last_loop < stale_after_s
+
+
+class HealthServer:
+    """A minimal HTTP/1.1 server on the worker: GET /healthz and GET /metrics."""
+
+    def __init__(self, metrics: WorkerMetrics, host: str, port: int, stale_after_s: float) -> None:
+        self.metrics, self.host, self.port = metrics, host, port
+        self.stale_after_s = stale_after_s
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        """Listen; return the bound port (useful when port is 0)."""
+        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        if self._server:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+
+    def _respond(self, path: str) -> tuple[str, str, bytes]:
+        if path == "/metrics":
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+        if path == "/healthz":
+            if self.metrics.alive(self.stale_after_s):
+                return "200 OK", "application/json", b'{"status":"ok"}'
+            return "503 Service Unavailable", "application/json", b'{"status":"stalled"}'
+        return "404 Not Found", "application/json", b'{"code":"not_found"}'
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(5.0):
+                request_line = await reader.readline()
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+            parts = request_line.decode("latin-1").split()
+            path = parts[1].split("?")[0] if len(parts) >= 2 else "/"
+            status, ctype, body = self._respond(path)
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
+            writer.write(head.encode() + body)
+            await asyncio.wait_for(writer.drain(), 5.0)
+        except (TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()

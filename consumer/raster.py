@@ -1,0 +1,340 @@
+"""Turn uploaded documents into page images on disk (PDF pages via PyMuPDF, images via Pillow).
+
+The sync functions are module-level and picklable: the worker runs them in a process pool,
+because rendering is CPU-bound and PyMuPDF is not thread-safe. ``Rasteriser`` is the async
+facade over such a pool.
+"""
+# PyMuPDF ships partial annotations: its constructors and methods are untyped.
+# mypy: disable-error-code="no-untyped-call"
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import re
+import shutil
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+import pymupdf
+from PIL import Image, ImageOps
+
+from consumer.engines.base import PageImage
+from consumer.textlayer import extract_text_page
+from shared.errors import ErrorCode, OcrqError
+from shared.schemas import Page
+
+PDF = "application/pdf"
+RENDER_TIMEOUT_S = 120.0
+# JPEG uploads are passed through untouched when small enough and in a colour model every
+# engine reads; anything else is re-encoded as PNG.
+_PASSTHROUGH_JPEG_MODES = frozenset({"L", "RGB"})
+
+# Formats Pillow may open: the uploads the producer accepts, never EPS or other plugins.
+_IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP")
+_INDIRECT_REF = re.compile(r"(\d+)\s+\d+\s+R")
+
+T = TypeVar("T")
+
+
+def page_file(out_dir: str, number: int, suffix: str = "png") -> str:
+    """The path of page ``number`` (1-based) in ``out_dir``: page-0001.png, …"""
+    return str(Path(out_dir) / f"page-{number:04d}.{suffix}")
+
+
+# --- PDF ---------------------------------------------------------------------------------
+
+
+def _open_pdf(path: str) -> pymupdf.Document:
+    """Open a PDF, mapping parse failures and passwords to catalogue codes."""
+    try:
+        doc = pymupdf.open(path, filetype="pdf")
+    except Exception as e:  # MuPDF raises several unrelated types for unreadable input
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the PDF cannot be opened") from e
+    if doc.needs_pass:
+        doc.close()
+        raise OcrqError(ErrorCode.ENCRYPTED_DOCUMENT, "the PDF needs a password to open")
+    return doc
+
+
+def _page_objects_missing(doc: pymupdf.Document) -> bool:
+    """True when a page of a repaired PDF points at objects that are not in the file.
+
+    MuPDF repairs a truncated file silently and renders its lost pages blank; a page whose
+    dictionary or content streams are gone means the upload was cut, not that it is empty.
+    """
+    for index in range(doc.page_count):
+        xref = doc.page_xref(index)
+        if doc.xref_get_key(xref, "Type") != ("name", "/Page"):
+            return True
+        _, contents = doc.xref_get_key(xref, "Contents")
+        for ref in _INDIRECT_REF.findall(contents):
+            if doc.xref_object(int(ref)) == "null":
+                return True
+    return False
+
+
+def _pdf_page_count(path: str) -> int:
+    doc = _open_pdf(path)
+    try:
+        count = doc.page_count
+        if count and doc.is_repaired and _page_objects_missing(doc):
+            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the PDF is truncated or damaged")
+        return int(count)
+    except OcrqError:
+        raise
+    except Exception as e:
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the PDF page tree cannot be read") from e
+    finally:
+        doc.close()
+
+
+def _fitting_zoom(page_rect: pymupdf.Rect, dpi: int, max_pixels: int) -> float:
+    """The zoom for ``dpi``, lowered so the rendered page holds at most max_pixels."""
+    zoom = dpi / 72.0
+    area_pt = max(page_rect.width * page_rect.height, 1.0)
+    if area_pt * zoom * zoom > max_pixels:
+        zoom = math.sqrt(max_pixels / area_pt)
+    # Pixel edges round outwards: step down until the rounded size fits too.
+    while zoom > 0.01 and _pixel_area(page_rect, zoom) > max_pixels:
+        zoom *= 0.995
+    return zoom
+
+
+def _pixel_area(page_rect: pymupdf.Rect, zoom: float) -> int:
+    box = (page_rect * pymupdf.Matrix(zoom, zoom)).irect
+    return int(box.width) * int(box.height)
+
+
+def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: int) -> PageImage:
+    """Render page ``index`` (0-based) of the PDF at ``path`` to a PNG in out_dir.
+
+    The document is reopened per call so a long PDF is never held whole in memory; the dpi
+    is lowered for pages whose render would exceed max_pixels.
+    """
+    doc = _open_pdf(path)
+    try:
+        if not 0 <= index < doc.page_count:
+            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"the PDF has no page {index + 1}")
+        page = doc.load_page(index)
+        zoom = _fitting_zoom(page.rect, dpi, max_pixels)
+        pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
+        target = page_file(out_dir, index + 1)
+        pixmap.save(target, output="png")
+        return PageImage(
+            number=index + 1,
+            path=target,
+            media_type="image/png",
+            width=pixmap.width,
+            height=pixmap.height,
+        )
+    except OcrqError:
+        raise
+    except Exception as e:
+        message = f"page {index + 1} of the PDF cannot be rendered"
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
+    finally:
+        doc.close()
+
+
+# --- images ------------------------------------------------------------------------------
+
+
+def _open_image(path: str, max_pixels: int) -> Image.Image:
+    """Open an image lazily (header only) and refuse it when it announces too many pixels."""
+    try:
+        with warnings.catch_warnings():
+            # Our own limit below replaces Pillow's bomb warning.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path, formats=_IMAGE_FORMATS)
+    except Image.DecompressionBombError as e:
+        raise OcrqError(ErrorCode.IMAGE_TOO_LARGE, "the image has too many pixels") from e
+    except Exception as e:  # Pillow's parsers raise many types on malformed headers
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the image cannot be read") from e
+    width, height = image.size
+    if width <= 0 or height <= 0:
+        image.close()
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the image has no pixels")
+    if width * height > max_pixels:
+        image.close()
+        raise OcrqError(
+            ErrorCode.IMAGE_TOO_LARGE,
+            f"the image is {width}x{height} pixels, over the limit of {max_pixels}",
+        )
+    return image
+
+
+def _scaled_size(width: int, height: int, max_side: int) -> tuple[int, int]:
+    scale = min(1.0, max_side / max(width, height))
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _decoded_rgb(image: Image.Image, max_side: int) -> Image.Image:
+    """Decode the first frame, upright, in RGB, with its longer side at most max_side."""
+    if image.format == "JPEG":
+        # Let libjpeg decode at 1/2, 1/4 or 1/8 scale when that still covers max_side.
+        image.draft("RGB", (max_side, max_side))
+    image.load()
+    upright = ImageOps.exif_transpose(image)
+    if upright.mode in {"RGBA", "LA", "PA"} or "transparency" in upright.info:
+        # Transparent areas read as paper, not as black.
+        rgba = upright.convert("RGBA")
+        flat = Image.new("RGB", rgba.size, (255, 255, 255))
+        flat.paste(rgba, mask=rgba.getchannel("A"))
+        upright = flat
+    rgb = upright.convert("RGB")
+    size = _scaled_size(*rgb.size, max_side)
+    if size != rgb.size:
+        rgb = rgb.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+    return rgb
+
+
+def _jpeg_passthrough(image: Image.Image, max_side: int) -> bool:
+    orientation = image.getexif().get(0x0112, 1)
+    return (
+        image.format == "JPEG"
+        and image.mode in _PASSTHROUGH_JPEG_MODES
+        and max(image.size) <= max_side
+        and orientation == 1
+    )
+
+
+def normalise_image(path: str, out_dir: str, max_pixels: int, max_side: int) -> PageImage:
+    """Turn an uploaded image into one page: RGB PNG (or the JPEG itself), longer side ≤ max_side.
+
+    Multi-frame images (TIFF, animated WebP) are read as their first frame.
+    """
+    image = _open_image(path, max_pixels)
+    try:
+        if _jpeg_passthrough(image, max_side):
+            image.load()  # decode once so a broken JPEG fails here, not in the engine
+            target = page_file(out_dir, 1, "jpg")
+            shutil.copyfile(path, target)
+            return PageImage(
+                number=1,
+                path=target,
+                media_type="image/jpeg",
+                width=image.width,
+                height=image.height,
+            )
+        rgb = _decoded_rgb(image, max_side)
+        target = page_file(out_dir, 1)
+        rgb.save(target, format="PNG", compress_level=1)  # tmpfs: speed over size
+        return PageImage(
+            number=1, path=target, media_type="image/png", width=rgb.width, height=rgb.height
+        )
+    except OcrqError:
+        raise
+    except Exception as e:  # decoders raise many types on damaged data
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the image cannot be decoded") from e
+    finally:
+        image.close()
+
+
+# --- inspection --------------------------------------------------------------------------
+
+
+def inspect_document(path: str, media_type: str, max_pages: int, max_image_pixels: int) -> int:
+    """Return the page count (1 for an image) without rendering; raise OcrqError when unfit."""
+    if media_type != PDF:
+        _open_image(path, max_image_pixels).close()
+        return 1
+    count = _pdf_page_count(path)
+    if count == 0:
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the PDF has no pages")
+    if count > max_pages:
+        raise OcrqError(
+            ErrorCode.TOO_MANY_PAGES, f"the PDF has {count} pages, over the limit of {max_pages}"
+        )
+    return count
+
+
+# --- async facade ------------------------------------------------------------------------
+
+
+class _Failure(msgspec.Struct, frozen=True):
+    """An OcrqError carried back from a pool process as plain data."""
+
+    code: str
+    message: str
+
+
+def _call_reporting_failure(function: Callable[..., T], *args: object) -> T | _Failure:
+    """Run function in the pool; return its OcrqError as data (OcrqError does not unpickle)."""
+    try:
+        return function(*args)
+    except OcrqError as e:
+        return _Failure(e.code.value, e.message)
+
+
+class Rasteriser:
+    """Async facade: inspection and rendering run in an executor, each wait bounded."""
+
+    def __init__(
+        self,
+        pool: concurrent.futures.Executor,
+        max_pixels: int,
+        max_side: int,
+        timeout_s: float = RENDER_TIMEOUT_S,
+    ) -> None:
+        self.pool = pool
+        self.max_pixels = max_pixels
+        self.max_side = max_side
+        self.timeout_s = timeout_s
+
+    async def _run(self, what: str, function: Callable[..., T], *args: object) -> T:
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.pool, _call_reporting_failure, function, *args)
+        try:
+            outcome = await asyncio.wait_for(future, self.timeout_s)
+        except TimeoutError as e:
+            raise OcrqError(ErrorCode.TIMEOUT, f"{what} took over {self.timeout_s:g} s") from e
+        if isinstance(outcome, _Failure):
+            raise OcrqError(ErrorCode(outcome.code), outcome.message)
+        return outcome
+
+    async def inspect(self, path: str, media_type: str, max_pages: int) -> int:
+        """The document's page count, or OcrqError when it is unfit to render."""
+        return await self._run(
+            "inspecting the document",
+            inspect_document,
+            path,
+            media_type,
+            max_pages,
+            self.max_pixels,
+        )
+
+    async def render(
+        self, path: str, media_type: str, index: int, dpi: int, out_dir: str
+    ) -> PageImage:
+        """Render PDF page ``index`` (0-based), or the normalised image when index is 0."""
+        if media_type == PDF:
+            return await self._run(
+                f"rendering page {index + 1}",
+                render_pdf_page,
+                path,
+                index,
+                dpi,
+                out_dir,
+                self.max_pixels,
+            )
+        if index != 0:
+            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"an image has no page {index + 1}")
+        return await self._run(
+            "normalising the image",
+            normalise_image,
+            path,
+            out_dir,
+            self.max_pixels,
+            self.max_side,
+        )
+
+    async def text_layer(self, path: str, index: int, dpi: int) -> Page | None:
+        """PDF page ``index`` (0-based) from its text layer when good, else None (OCR it)."""
+        return await self._run(
+            f"reading the text of page {index + 1}", extract_text_page, path, index, dpi
+        )

@@ -1,0 +1,166 @@
+"""The worker loop: reclaim stale entries, collect a window of new ones, dispatch each job."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import structlog
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from consumer.job import Delivery, JobRunner
+from consumer.metrics import WorkerMetrics
+from shared.settings import Settings
+from shared.store import JobStore
+
+log = structlog.get_logger("ocrq.worker")
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def parse_entries(reply: Any) -> list[Delivery]:
+    """XREADGROUP reply → deliveries (an entry without an id field is skipped)."""
+    out: list[Delivery] = []
+    for stream, entries in reply or []:
+        lane = _text(stream).rsplit(":", 1)[-1]
+        for entry_id, fields in entries:
+            job_id = (fields or {}).get(b"id")
+            if job_id:
+                out.append(Delivery(lane=lane, entry=_text(entry_id), job_id=_text(job_id)))
+    return out
+
+
+class Worker:
+    """One consumer process: at most ``max_jobs`` jobs in flight."""
+
+    def __init__(
+        self, settings: Settings, store: JobStore, runner: JobRunner, metrics: WorkerMetrics
+    ) -> None:
+        self.settings, self.store, self.runner, self.metrics = settings, store, runner, metrics
+        self.me = runner.me
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._next_reclaim = 0.0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Read and dispatch until stop is set, then drain in-flight jobs within the grace."""
+        await self._ensure_groups(stop)
+        backoff = 0.5
+        while not stop.is_set():
+            self.metrics.last_loop = time.monotonic()
+            try:
+                await self._turn(stop)
+                backoff = 0.5
+            except _REDIS_DOWN as e:
+                log.warning("redis_unavailable", error=str(e), retry_in_s=backoff)
+                await _sleep_or_stop(stop, backoff)
+                backoff = min(backoff * 2, 10.0)
+            except ResponseError as e:
+                if "NOGROUP" not in str(e):
+                    raise
+                log.warning("group_missing_recreating", error=str(e))
+                await self.store.ensure_groups()
+        await self.drain()
+
+    async def _turn(self, stop: asyncio.Event) -> None:
+        free = self.settings.max_jobs - len(self.tasks)
+        if free <= 0:
+            await asyncio.wait(self.tasks, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            return
+        deliveries = await self.reclaim(free) if time.monotonic() >= self._next_reclaim else []
+        if len(deliveries) < free:
+            deliveries += await self.collect_window(free - len(deliveries), stop)
+        if deliveries:
+            self.metrics.window_fill.observe(len(deliveries))
+        for d in deliveries:
+            task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def collect_window(self, free: int, stop: asyncio.Event) -> list[Delivery]:
+        """Block for the first entry, then gather more for one window or until ``free``."""
+        got = await self.read(free, self.settings.redis_block_ms)
+        if not got:
+            return got
+        deadline = time.monotonic() + self.settings.collect_window_ms / 1000
+        while len(got) < free and not stop.is_set():
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                break
+            got += await self.read(free - len(got), left_ms)
+        return got
+
+    async def read(self, count: int, block_ms: int) -> list[Delivery]:
+        """Up to count new entries, interactive lane first; BLOCK at most block_ms (≥1)."""
+        keys = self.store.keys
+        first = {keys.stream(keys.lanes[0]): ">"}
+        got = parse_entries(
+            await self.store.redis.xreadgroup(keys.group, self.me, first, count=count)
+        )
+        if got:
+            return got
+        both = {keys.stream(lane): ">" for lane in keys.lanes}
+        reply = await self.store.redis.xreadgroup(
+            keys.group, self.me, both, count=count, block=max(1, block_ms)
+        )
+        return parse_entries(reply)
+
+    async def reclaim(self, free: int) -> list[Delivery]:
+        """XAUTOCLAIM entries idle past the visibility timeout (their worker died)."""
+        keys, out = self.store.keys, []
+        self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
+        for lane in keys.lanes:
+            stream = keys.stream(lane)
+            reply = await self.store.redis.xautoclaim(
+                stream, keys.group, self.me, self.settings.visibility_timeout_ms,
+                start_id="0-0", count=free - len(out),
+            )  # fmt: skip
+            for d in parse_entries([(stream.encode(), reply[1])]):
+                out.append(await self._with_delivery_count(stream, d))
+            if len(out) >= free:
+                break
+        if out:
+            log.warning("reclaimed", count=len(out), jobs=[d.job_id for d in out])
+        return out
+
+    async def _with_delivery_count(self, stream: str, d: Delivery) -> Delivery:
+        pending = await self.store.redis.xpending_range(
+            stream, self.store.keys.group, min=d.entry, max=d.entry, count=1
+        )
+        count = int(pending[0]["times_delivered"]) if pending else 1
+        return Delivery(lane=d.lane, entry=d.entry, job_id=d.job_id, deliveries=count)
+
+    async def drain(self) -> None:
+        """Let in-flight jobs finish within the grace period; cancel the rest (they stay pending)."""
+        if not self.tasks:
+            return
+        log.info("draining", in_flight=len(self.tasks), grace_s=self.settings.drain_grace_s)
+        _, pending = await asyncio.wait(self.tasks, timeout=self.settings.drain_grace_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if pending:
+            log.warning("drain_timeout", left_pending=len(pending))
+
+    async def _ensure_groups(self, stop: asyncio.Event) -> None:
+        delay = 0.5
+        while not stop.is_set():
+            try:
+                await self.store.ensure_groups()
+                return
+            except _REDIS_DOWN as e:
+                log.warning("redis_unavailable", error=str(e), retry_in_s=delay)
+                await _sleep_or_stop(stop, delay)
+                delay = min(delay * 2, 10.0)
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        pass
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,7 @@
+"""``python -m fakevllm``: run the fake vLLM server."""
+
+import sys
+
+from fakevllm.server import main
+
+sys.exit(main())

@@ -1,0 +1,147 @@
+"""The Litestar app factory: lifespan owns the clients, one mapper turns errors into responses."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+import structlog
+from litestar import Litestar, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+from producer.auth import Authenticator
+from producer.events import EventHub
+from producer.metrics import ProducerMetrics
+from producer.routes import HANDLERS
+from producer.runtime import Runtime
+from shared.errors import ErrorCode, OcrqError
+from shared.logging import configure_logging
+from shared.schemas import ErrorBody
+from shared.settings import Settings, load_settings
+from shared.store import JobStore, make_redis
+
+log = structlog.get_logger("ocrq.producer")
+
+_STATUS_CODES: dict[int, ErrorCode] = {
+    401: ErrorCode.UNAUTHORIZED,
+    404: ErrorCode.NOT_FOUND,
+    413: ErrorCode.PAYLOAD_TOO_LARGE,
+    415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+    503: ErrorCode.UNAVAILABLE,
+}
+
+
+def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[ErrorBody]:
+    """The one exception → response mapper: a catalogue code, never a bare 500 page."""
+    if isinstance(exc, OcrqError):
+        err = exc
+    elif isinstance(exc, ValidationException):
+        err = OcrqError(ErrorCode.INVALID_REQUEST, f"{exc.detail}: {exc.extra}")
+    elif isinstance(exc, HTTPException):
+        code = _STATUS_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
+        err = OcrqError(code, exc.detail)
+        if exc.status_code not in _STATUS_CODES and exc.status_code < 500:
+            return _render(err, exc.status_code)
+    elif _is_redis_outage(exc):
+        err = OcrqError(ErrorCode.UNAVAILABLE, "the job store is unreachable", retry_after=5)
+    else:
+        log.exception("unhandled_error", error=repr(exc))
+        err = OcrqError(ErrorCode.INTERNAL, "internal error")
+    return _render(err, err.http_status)
+
+
+def _render(err: OcrqError, status: int) -> Response[ErrorBody]:
+    headers = {"Retry-After": str(err.retry_after)} if err.retry_after else {}
+    body = ErrorBody(code=err.code.value, message=err.message)
+    return Response(body, status_code=status, headers=headers)
+
+
+def _is_redis_outage(exc: Exception) -> bool:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError)
+
+
+def access_log(app: ASGIApp) -> ASGIApp:
+    """One structlog line per request with request id, tenant and job id; request metrics."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        structlog.contextvars.clear_contextvars()
+        headers = dict(scope["headers"])
+        request_id = headers.get(b"x-request-id", b"").decode()[:64] or secrets.token_hex(8)
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        status, started = 500, time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"x-request-id", request_id.encode()),
+                ]
+            await send(message)
+
+        try:
+            await app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("path_template") or "unmatched"
+            runtime: Runtime | None = getattr(scope["app"].state, "runtime", None)
+            if runtime is not None:
+                runtime.metrics.requests.labels(route, str(status)).inc()
+            log.info(
+                "request", method=scope["method"], path=scope["path"], route=route,
+                status=status, duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            )  # fmt: skip
+
+    return middleware
+
+
+def lifespan_for(settings: Settings) -> Any:
+    """The lifespan: one Redis pool, one pub/sub hub; groups created at start."""
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        redis = make_redis(settings)
+        store = JobStore(redis, settings)
+        auth = Authenticator(settings.tenant_keys)
+        if auth.open:
+            log.warning("api_open", message="OCRQ_API_KEYS is empty: the API accepts anyone")
+        try:
+            await store.ensure_groups()
+        except Exception as e:  # Redis may come up after us; /readyz says so meanwhile
+            log.warning("redis_unreachable_at_start", error=str(e))
+        events = EventHub(redis, store.keys.events)
+        await events.start()
+        app.state.runtime = Runtime(settings, store, events, auth, ProducerMetrics())
+        try:
+            yield
+        finally:
+            await events.stop()
+            await redis.aclose()
+
+    return lifespan
+
+
+def create_app(settings: Settings | None = None) -> Litestar:
+    """Build the producer app; settings are read from OCRQ_* once when not given."""
+    settings = settings or load_settings()
+    configure_logging(settings)
+    return Litestar(
+        route_handlers=HANDLERS,
+        lifespan=[lifespan_for(settings)],
+        middleware=[access_log],
+        exception_handlers={Exception: error_response},
+        openapi_config=OpenAPIConfig(title="ocrq", version="1.0.0", path="/schema"),
+        logging_config=None,
+    )

@@ -1,0 +1,163 @@
+"""Read a submission in any of the three formats, never past the size limit."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import msgspec
+from multipart import MultipartSegment, ParserError, PushMultipartParser  # type: ignore[import-untyped]
+
+from producer.decoding import clean_base64, decode_base64, decoded_size, split_data_uri
+from shared.errors import ErrorCode, OcrqError
+from shared.schemas import JobOptions, SubmitBody
+from shared.sniff import SUPPORTED, sniff_media_type
+
+# Room for JSON keys, options, a data-URI prefix and line breaks around the base64 text.
+_JSON_SLACK = 64 * 1024
+_FORM_SLACK = 64 * 1024
+_OPTION_NAMES = frozenset(f.name for f in msgspec.structs.fields(JobOptions))
+
+
+class Submission(msgspec.Struct, kw_only=True):
+    """A decoded, sniffed document plus its options."""
+
+    data: bytes
+    media_type: str
+    filename: str | None
+    options: JobOptions
+
+
+def too_large(limit: int) -> OcrqError:
+    """The 413 for a document over the limit."""
+    return OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
+
+
+def json_body_limit(max_document: int) -> int:
+    """Largest JSON body that may still hold a document of max_document bytes in base64."""
+    b64 = -(-max_document // 3) * 4
+    return b64 + b64 // 38 + _JSON_SLACK  # a line break every 76 characters, both CR and LF
+
+
+async def read_bounded(chunks: AsyncIterator[bytes], limit: int, max_document: int) -> bytes:
+    """Collect the body, stopping with 413 as soon as it passes limit."""
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise too_large(max_document)
+    return bytes(body)
+
+
+def parse_options(raw: Mapping[str, Any]) -> JobOptions:
+    """Build JobOptions from query/form strings; a bad value is a 400 naming the field."""
+    unknown = set(raw) - _OPTION_NAMES
+    if unknown:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST, f"unknown option(s): {', '.join(sorted(unknown))}"
+        )
+    try:
+        return msgspec.convert(dict(raw), JobOptions, strict=False)
+    except msgspec.ValidationError as e:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, f"options: {e}") from e
+
+
+def sniffed(data: bytes, declared: str | None, filename: str | None) -> str:
+    """The media type from the bytes; declared type and extension are only hints."""
+    media_type = sniff_media_type(data[:2048])
+    if media_type is None or media_type not in SUPPORTED:
+        hint = declared or (filename.rsplit(".", 1)[-1] if filename and "." in filename else None)
+        raise OcrqError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "document is not a PDF, PNG, JPEG, WebP, TIFF or BMP"
+            + (f" (declared {hint})" if hint else ""),
+        )
+    return media_type
+
+
+def decode_json_submission(body: bytes, max_document: int) -> Submission:
+    """Decode a JSON body (runs in a thread: the base64 can be 13 MB)."""
+    try:
+        submit = msgspec.json.decode(body, type=SubmitBody)
+    except msgspec.ValidationError as e:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, f"body: {e}") from e
+    except msgspec.DecodeError as e:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, f"body is not valid JSON: {e}") from e
+    declared, b64 = split_data_uri(submit.document.encode("ascii", "replace"))
+    clean = clean_base64(b64)
+    if decoded_size(clean) > max_document:
+        raise too_large(max_document)
+    data = decode_base64(clean)
+    if len(data) > max_document:
+        raise too_large(max_document)
+    media_type = sniffed(data, declared, submit.filename)
+    return Submission(
+        data=data, media_type=media_type, filename=submit.filename, options=submit.options
+    )
+
+
+async def read_json(chunks: AsyncIterator[bytes], max_document: int) -> Submission:
+    """Format 1: JSON with a base64 or data-URI document."""
+    body = await read_bounded(chunks, json_body_limit(max_document), max_document)
+    return await asyncio.to_thread(decode_json_submission, body, max_document)
+
+
+async def read_raw(
+    chunks: AsyncIterator[bytes], declared: str, query: Mapping[str, Any], max_document: int
+) -> Submission:
+    """Format 3: the raw document as the body, options as query parameters."""
+    query = dict(query)
+    filename = query.pop("filename", None)
+    options = parse_options(query)
+    data = await read_bounded(chunks, max_document, max_document)
+    if not data:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, "body: empty document")
+    media_type = sniffed(data, declared, filename)
+    return Submission(data=data, media_type=media_type, filename=filename, options=options)
+
+
+async def read_multipart(
+    chunks: AsyncIterator[bytes], boundary: str, max_document: int
+) -> Submission:
+    """Format 2: multipart/form-data with a ``file`` part and option fields."""
+    fields: dict[str, str] = {}
+    file_data, filename, declared = bytearray(), None, None
+    segment: MultipartSegment | None = None
+    total_limit = max_document + _FORM_SLACK
+    received = 0
+    try:
+        with PushMultipartParser(boundary.encode(), max_segment_count=32) as parser:
+            async for chunk in chunks:
+                received += len(chunk)
+                if received > total_limit:
+                    raise too_large(max_document)
+                for event in parser.parse(chunk):
+                    if isinstance(event, MultipartSegment):
+                        segment, value = event, bytearray()
+                    elif event and segment is not None:
+                        if segment.name == "file":
+                            file_data += event
+                            if len(file_data) > max_document:
+                                raise too_large(max_document)
+                        else:
+                            value += event
+                    elif event is None and segment is not None:
+                        if segment.name == "file":
+                            filename, declared = segment.filename, segment.content_type
+                        else:
+                            fields[segment.name] = value.decode("utf-8", "replace")
+                        segment = None
+            parser.close()
+    except ParserError as e:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST, f"body: invalid multipart/form-data ({e})"
+        ) from e
+    if not file_data:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST, "file: a multipart submission needs a non-empty file part"
+        )
+    name = fields.pop("filename", None) or filename
+    options = parse_options(fields)
+    media_type = sniffed(bytes(file_data), declared, name)
+    return Submission(data=bytes(file_data), media_type=media_type, filename=name, options=options)

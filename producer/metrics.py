@@ -1,0 +1,33 @@
+"""Prometheus metrics of the producer, in a registry owned by the app."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class ProducerMetrics:
+    """Requests by route and status, bytes accepted, enqueue latency, lane backlog."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "ocrq_http_requests", "HTTP requests", ["route", "status"], registry=self.registry
+        )
+        self.accepted_bytes = Counter(
+            "ocrq_accepted_bytes", "Document bytes accepted", registry=self.registry
+        )
+        self.enqueue_seconds = Histogram(
+            "ocrq_enqueue_seconds",
+            "Latency of the enqueue script",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=self.registry,
+        )
+        self.lane_lag = Gauge(
+            "ocrq_lane_lag", "Entries not yet delivered", ["lane"], registry=self.registry
+        )
+        self.lane_pending = Gauge(
+            "ocrq_lane_pending",
+            "Entries delivered, not yet acked",
+            ["lane"],
+            registry=self.registry,
+        )

@@ -1,0 +1,183 @@
+"""API v1 handlers: submit, poll (with long-poll), result, cancel; health and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+import msgspec
+import structlog
+from litestar import Request, Response, delete, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath, Parameter
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from producer.ingest import Submission, json_body_limit, read_json, read_multipart, read_raw
+from producer.jobs import created_now, iso, job_fields, new_job_id, view_from_fields
+from producer.runtime import Runtime
+from shared.errors import ErrorCode, OcrqError
+from shared.schemas import TERMINAL, Accepted, JobView, Result, Status
+
+log = structlog.get_logger("ocrq.producer")
+WaitSeconds = Annotated[int, Parameter(ge=0, le=60, description="Long-poll up to N seconds")]
+
+
+def runtime_of(state: State) -> Runtime:
+    """The process-wide clients the lifespan created."""
+    rt: Runtime = state.runtime
+    return rt
+
+
+async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submission:
+    """Dispatch on Content-Type to the three accepted formats."""
+    limit = rt.settings.max_document_bytes
+    content_type, params = request.content_type
+    declared_length = request.headers.get("content-length")
+    if declared_length and declared_length.isdigit():
+        ceiling = json_body_limit(limit) if content_type == "application/json" else limit + 65536
+        if int(declared_length) > ceiling:
+            raise OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
+    chunks = request.stream()
+    if content_type == "application/json":
+        return await read_json(chunks, limit)
+    if content_type == "multipart/form-data":
+        boundary = params.get("boundary")
+        if not boundary:
+            raise OcrqError(ErrorCode.INVALID_REQUEST, "multipart boundary missing")
+        return await read_multipart(chunks, boundary, limit)
+    if content_type == "application/pdf" or content_type.startswith("image/"):
+        return await read_raw(chunks, content_type, dict(request.query_params.items()), limit)
+    raise OcrqError(
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        f"Content-Type {content_type or '(none)'} is not JSON, multipart/form-data, "
+        "application/pdf or image/*",
+    )
+
+
+@post("/v1/jobs", status_code=202, request_max_body_size=None, summary="Submit a document")
+async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[Accepted]:
+    """Validate an upload and enqueue it in one atomic step."""
+    rt = runtime_of(state)
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant)
+    sub = await read_submission(request, rt)
+    idem = request.headers.get("idempotency-key")
+    if idem is not None and not (0 < len(idem) <= 200):
+        raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
+    job_id, created = new_job_id(), created_now()
+    idem_key = rt.store.keys.idem(tenant, idem) if idem else None
+    started = time.perf_counter()
+    fields = job_fields(job_id, tenant, sub, created)
+    fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem_key)
+    rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
+    structlog.contextvars.bind_contextvars(job_id=job_id)
+    if fresh:
+        rt.metrics.accepted_bytes.inc(len(sub.data))
+        body = Accepted(id=job_id, status=Status.QUEUED.value, created_at=iso(created) or "")
+    else:
+        view = await read_view(rt, job_id, tenant)
+        body = Accepted(id=job_id, status=view.status, created_at=view.created_at or "")
+    headers = {"Location": f"/v1/jobs/{job_id}", "Idempotent-Replayed": str(not fresh).lower()}
+    return Response(body, status_code=202 if fresh else 200, headers=headers)
+
+
+async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
+    """HMGET the named fields (never the payload) and build the view."""
+    return view_from_fields(job_id, await rt.store.read_fields(job_id), tenant)
+
+
+@get("/v1/jobs/{job_id:str}", summary="Job status, progress and result")
+async def get_job(
+    request: Request[Any, Any, Any], state: State, job_id: FromPath[str], wait: WaitSeconds = 0
+) -> Response[JobView]:
+    """Poll a job; ``?wait=N`` returns as soon as it changes (one pub/sub per process)."""
+    rt = runtime_of(state)
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    with rt.events.watch(job_id) as changed:
+        view = await read_view(rt, job_id, tenant)
+        if wait and Status(view.status) not in TERMINAL:
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=wait)
+                view = await read_view(rt, job_id, tenant)
+            except TimeoutError:
+                pass
+    headers = {} if Status(view.status) in TERMINAL else {"Retry-After": "1"}
+    return Response(view, headers=headers)
+
+
+@get("/v1/jobs/{job_id:str}/result", summary="The result as JSON, or Markdown")
+async def get_result(
+    request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
+) -> Response[Any]:
+    """Result JSON; ``Accept: text/markdown`` returns the Markdown alone."""
+    rt = runtime_of(state)
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    fields = await rt.store.read_fields(job_id, ("status", "tenant", "result", "error"))
+    view = view_from_fields(job_id, fields, tenant)
+    if view.result is None:
+        detail = f": {view.error.code}: {view.error.message}" if view.error else ""
+        raise OcrqError(
+            ErrorCode.CONFLICT,
+            f"job {job_id} is {view.status}, no result{detail}",
+            retry_after=None if Status(view.status) in TERMINAL else 1,
+        )
+    if "text/markdown" in request.headers.get("accept", ""):
+        return Response(view.result.markdown, media_type="text/markdown; charset=utf-8")
+    return Response(msgspec.json.encode(view.result), media_type="application/json")
+
+
+@delete(
+    "/v1/jobs/{job_id:str}", status_code=200, summary="Cancel an active job, delete a finished one"
+)
+async def cancel_job(
+    request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
+) -> dict[str, str]:
+    """Queued/processing → cancelled (the worker skips or stops it); terminal → deleted."""
+    rt = runtime_of(state)
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    outcome = await rt.store.cancel(job_id, tenant)
+    if outcome == "missing":
+        raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
+    return {"id": job_id, "status": outcome}
+
+
+@get("/healthz", summary="Liveness", include_in_schema=True)
+async def healthz() -> dict[str, str]:
+    """Liveness: never touches Redis, never blocks."""
+    return {"status": "ok"}
+
+
+@get("/readyz", summary="Readiness: Redis reachable, groups exist")
+async def readyz(state: State) -> Response[dict[str, str]]:
+    """Ready when Redis answers and every lane has its consumer group."""
+    rt = runtime_of(state)
+    try:
+        async with asyncio.timeout(2.0):
+            await rt.store.redis.ping()
+            if not await rt.store.groups_exist():
+                await rt.store.ensure_groups()  # Redis lost its data: recreate at id 0
+    except Exception as e:
+        return Response({"status": "unavailable", "error": str(e)[:200]}, status_code=503)
+    return Response({"status": "ready"})
+
+
+@get("/metrics", summary="Prometheus metrics", include_in_schema=False)
+async def metrics(state: State) -> Response[bytes]:
+    """Prometheus text format; lane lag and pending are read at scrape time."""
+    rt = runtime_of(state)
+    try:
+        async with asyncio.timeout(2.0):
+            for lane in rt.store.keys.lanes:
+                lag, pending = await rt.store.lane_stats(lane)
+                rt.metrics.lane_lag.labels(lane).set(lag)
+                rt.metrics.lane_pending.labels(lane).set(pending)
+    except Exception as e:
+        log.warning("metrics_backlog_unavailable", error=str(e))
+    return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+HANDLERS = [submit_job, get_job, get_result, cancel_job, healthz, readyz, metrics]

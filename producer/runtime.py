@@ -1,0 +1,22 @@
+"""The process-wide clients of the producer, created and closed by the app's lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from producer.auth import Authenticator
+from producer.events import EventHub
+from producer.metrics import ProducerMetrics
+from shared.settings import Settings
+from shared.store import JobStore
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Settings plus the one Redis pool, the one pub/sub hub, auth and metrics."""
+
+    settings: Settings
+    store: JobStore
+    events: EventHub
+    auth: Authenticator
+    metrics: ProducerMetrics

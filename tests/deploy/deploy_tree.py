@@ -1,0 +1,146 @@
+"""The deploy tree as data: manifests under k8s/, and a pure-Python kustomization check.
+
+The check resolves every path a kustomization.yaml names (resources, components,
+generator files, patch files) and confirms every patch targets an object that exists
+in what that kustomization accumulates. It needs no kustomize binary, so it always runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+K8S = REPO_ROOT / "k8s"
+KEDA_SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "keda"
+K8S_VERSION = "1.30.0"  # a version kubernetes-validate ships; KEDA 2.15+ supports it
+
+Obj = dict[str, Any]
+
+
+def load_docs(path: Path) -> list[Obj]:
+    """Every non-empty YAML document in a file."""
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def object_key(obj: Obj) -> tuple[str, str]:
+    """(kind, name): how a patch names its target."""
+    return obj["kind"], obj.get("metadata", {}).get("name", "")
+
+
+def find(objects: list[Obj], kind: str, name: str) -> Obj:
+    """The one object of that kind and name; fails loudly when absent."""
+    matches = [o for o in objects if object_key(o) == (kind, name)]
+    assert len(matches) == 1, f"expected one {kind}/{name}, found {len(matches)}"
+    return matches[0]
+
+
+@dataclass
+class Tree:
+    """What a kustomization accumulates, and every problem found on the way."""
+
+    objects: list[Obj] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    files: set[Path] = field(default_factory=set)
+
+
+def _kustomization_file(directory: Path) -> Path | None:
+    for name in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def resolve(directory: Path, expect_kind: str = "Kustomization") -> Tree:
+    """Resolve one kustomization folder (recursively) into its objects and problems."""
+    tree = Tree()
+    path = _kustomization_file(directory)
+    if path is None:
+        tree.problems.append(f"{directory}: no kustomization.yaml")
+        return tree
+    tree.files.add(path.resolve())
+    spec = load_docs(path)[0]
+    if spec.get("kind", "Kustomization") != expect_kind:
+        tree.problems.append(f"{path}: kind {spec.get('kind')!r}, expected {expect_kind}")
+    for entry in spec.get("resources", []):
+        _add_resource(tree, directory, entry)
+    _add_generators(tree, directory, spec)
+    for entry in spec.get("components", []):
+        _merge(tree, resolve((directory / entry).resolve(), "Component"))
+    for patch in spec.get("patches", []):
+        _check_patch(tree, directory, patch)
+    return tree
+
+
+def _merge(tree: Tree, other: Tree) -> None:
+    tree.objects.extend(other.objects)
+    tree.problems.extend(other.problems)
+    tree.files |= other.files
+
+
+def _add_resource(tree: Tree, directory: Path, entry: str) -> None:
+    target = (directory / entry).resolve()
+    if target.is_dir():
+        _merge(tree, resolve(target))
+    elif target.is_file():
+        tree.files.add(target)
+        tree.objects.extend(load_docs(target))
+    else:
+        tree.problems.append(f"{directory}: resource {entry!r} does not exist")
+
+
+def _add_generators(tree: Tree, directory: Path, spec: Obj) -> None:
+    for kind, key in (("ConfigMap", "configMapGenerator"), ("Secret", "secretGenerator")):
+        for generator in spec.get(key, []):
+            for source in [*generator.get("files", []), *generator.get("envs", [])]:
+                file_part = source.split("=", 1)[-1]
+                if not (directory / file_part).is_file():
+                    tree.problems.append(f"{directory}: {key} file {file_part!r} missing")
+                tree.files.add((directory / file_part).resolve())
+            tree.objects.append(
+                {"apiVersion": "v1", "kind": kind, "metadata": {"name": generator["name"]}}
+            )
+
+
+def _check_patch(tree: Tree, directory: Path, patch: Obj) -> None:
+    body: Any = patch.get("patch")
+    if "path" in patch:
+        file = directory / patch["path"]
+        if not file.is_file():
+            tree.problems.append(f"{directory}: patch file {patch['path']!r} missing")
+            return
+        tree.files.add(file.resolve())
+        body = yaml.safe_load(file.read_text())
+    elif isinstance(body, str):
+        body = yaml.safe_load(body)
+    target = patch.get("target")
+    if target is None and isinstance(body, dict):
+        target = {"kind": body.get("kind"), "name": body.get("metadata", {}).get("name")}
+    if target is None:
+        tree.problems.append(f"{directory}: a JSON6902 patch without a target")
+        return
+    wanted = (target.get("kind"), target.get("name"))
+    if not any(object_key(o) == wanted for o in tree.objects):
+        tree.problems.append(f"{directory}: patch targets {wanted}, which does not exist")
+
+
+def manifest_files() -> list[Path]:
+    """Every YAML file under k8s/ that is not a kustomization."""
+    return sorted(
+        p
+        for p in K8S.rglob("*.yaml")
+        if p.name not in ("kustomization.yaml", "kustomization.yml")
+    )
+
+
+def kustomization_dirs() -> list[Path]:
+    """Every folder under k8s/ holding a kustomization."""
+    return sorted(p.parent for p in K8S.rglob("kustomization.yaml"))
+
+
+def base_objects() -> list[Obj]:
+    """The base's objects, as kustomize would accumulate them (before any overlay)."""
+    return resolve(K8S / "base").objects

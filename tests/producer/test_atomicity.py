@@ -1,0 +1,38 @@
+"""A burst of concurrent submits against the real server leaves no half-written job."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import redis
+from payloads import b64, small_pdf
+
+REQUIRED = {b"status", b"tenant", b"media_type", b"size", b"lane", b"options", b"created_at",
+            b"payload"}  # fmt: skip
+
+
+async def test_concurrent_submits_leave_every_entry_naming_a_complete_job(
+    live_producer: str, clean_redis: str
+) -> None:
+    doc = b64(small_pdf())
+    async with httpx.AsyncClient(base_url=live_producer, timeout=30) as client:
+        replies = await asyncio.gather(
+            *(
+                client.post("/v1/jobs", json={"document": doc, "options": {"lane": lane}})
+                for lane in ["interactive", "batch"] * 30
+            )
+        )
+    assert [r.status_code for r in replies] == [202] * 60
+    r = redis.Redis.from_url(clean_redis)
+    named = {
+        fields[b"id"].decode()
+        for lane in ("interactive", "batch")
+        for _, fields in r.xrange(f"ocrq:stream:{lane}")
+    }
+    hashes = {k.decode().removeprefix("ocrq:job:") for k in r.scan_iter("ocrq:job:*")}
+    assert named == hashes == {reply.json()["id"] for reply in replies}
+    for job_id in hashes:
+        assert REQUIRED <= set(r.hkeys(f"ocrq:job:{job_id}")), job_id
+        assert r.ttl(f"ocrq:job:{job_id}") > 0
+    r.close()

@@ -1,0 +1,206 @@
+"""GET/DELETE /v1/jobs/{id}: polling, long-poll, results, cancel, idempotency, backpressure."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+from jobflow import finish_done, finish_failed, take
+from litestar.testing import TestClient
+from payloads import b64, small_pdf
+
+from shared.errors import ErrorCode
+from shared.store import JobStore
+
+
+def submit(api: TestClient[Any], **headers: str) -> str:
+    """Submit a small PDF; its job id."""
+    r = api.post("/v1/jobs", json={"document": b64(small_pdf())}, headers=headers)
+    assert r.status_code in (200, 202), r.text
+    job_id: str = r.json()["id"]
+    return job_id
+
+
+@pytest.mark.smoke
+def test_poll_shows_status_progress_and_retry_after_while_pending(api: TestClient[Any]) -> None:
+    job_id = submit(api)
+    r = api.get(f"/v1/jobs/{job_id}")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "queued" and body["progress"] == {"pages_done": 0, "pages_total": 0}
+    assert body["created_at"].endswith("+00:00") and body["result"] is None
+    assert r.headers["retry-after"] == "1"
+
+
+def test_unknown_job_is_404(api: TestClient[Any]) -> None:
+    r = api.get("/v1/jobs/nope")
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+
+
+async def test_done_job_shows_its_result_as_json_and_markdown(
+    api: TestClient[Any], store: JobStore
+) -> None:
+    job_id = submit(api)
+    await finish_done(store, "# Title\n\nbody text\n")
+    view = api.get(f"/v1/jobs/{job_id}").json()
+    assert view["status"] == "done" and view["result"]["markdown"] == "# Title\n\nbody text\n"
+    assert "retry-after" not in api.get(f"/v1/jobs/{job_id}").headers
+    r = api.get(f"/v1/jobs/{job_id}/result")
+    assert r.status_code == 200 and r.json()["pages"][0]["number"] == 1
+    md = api.get(f"/v1/jobs/{job_id}/result", headers={"accept": "text/markdown"})
+    assert md.headers["content-type"].startswith("text/markdown")
+    assert md.text == "# Title\n\nbody text\n"
+
+
+async def test_result_of_a_failed_job_is_409_with_the_cause(
+    api: TestClient[Any], store: JobStore
+) -> None:
+    job_id = submit(api)
+    await finish_failed(store, ErrorCode.ENCRYPTED_DOCUMENT)
+    assert api.get(f"/v1/jobs/{job_id}").json()["error"]["code"] == "encrypted_document"
+    r = api.get(f"/v1/jobs/{job_id}/result")
+    assert r.status_code == 409 and "encrypted_document" in r.json()["message"]
+
+
+def test_result_of_a_pending_job_is_409_with_retry_after(api: TestClient[Any]) -> None:
+    r = api.get(f"/v1/jobs/{submit(api)}/result")
+    assert r.status_code == 409 and r.headers["retry-after"] == "1"
+
+
+def test_delete_cancels_a_queued_job_and_drops_its_payload(
+    api: TestClient[Any], sync_redis: redis.Redis
+) -> None:
+    job_id = submit(api)
+    r = api.delete(f"/v1/jobs/{job_id}")
+    assert r.status_code == 200 and r.json() == {"id": job_id, "status": "cancelled"}
+    view = api.get(f"/v1/jobs/{job_id}").json()
+    assert view["status"] == "cancelled" and view["error"]["code"] == "cancelled"
+    assert sync_redis.hexists(f"ocrq:job:{job_id}", "payload") is False
+    # the stream entry stays until a worker skips it: never XDEL an undelivered entry
+    assert sync_redis.xlen("ocrq:stream:interactive") == 1
+
+
+async def test_delete_of_a_finished_job_deletes_it(api: TestClient[Any], store: JobStore) -> None:
+    job_id = submit(api)
+    await finish_done(store)
+    assert api.delete(f"/v1/jobs/{job_id}").json()["status"] == "deleted"
+    assert api.get(f"/v1/jobs/{job_id}").status_code == 404
+    assert api.delete(f"/v1/jobs/{job_id}").status_code == 404
+
+
+async def test_a_processing_job_can_be_cancelled(api: TestClient[Any], store: JobStore) -> None:
+    job_id = submit(api)
+    await take(store)
+    assert api.delete(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+
+
+# --- idempotency and backpressure --------------------------------------------------------
+
+
+def test_same_idempotency_key_returns_the_first_job(
+    api: TestClient[Any], sync_redis: redis.Redis
+) -> None:
+    first = api.post(
+        "/v1/jobs", json={"document": b64(small_pdf())}, headers={"idempotency-key": "k-1"}
+    )
+    again = api.post(
+        "/v1/jobs", json={"document": b64(small_pdf("other"))}, headers={"idempotency-key": "k-1"}
+    )
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert sync_redis.xlen("ocrq:stream:interactive") == 1
+    assert len(sync_redis.keys("ocrq:job:*")) == 1
+
+
+def test_concurrent_retries_with_one_idempotency_key_make_one_job(
+    api: TestClient[Any], sync_redis: redis.Redis
+) -> None:
+    ids: list[str] = []
+
+    def send() -> None:
+        ids.append(submit(api, **{"idempotency-key": "burst"}))
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(set(ids)) == 1 and len(ids) == 8
+    assert sync_redis.xlen("ocrq:stream:interactive") == 1
+
+
+def test_backlog_over_the_limit_is_503_queue_full_with_retry_after(make_client: Any) -> None:
+    api = make_client(max_backlog=2)
+    submit(api)
+    submit(api)
+    r = api.post("/v1/jobs", json={"document": b64(small_pdf())})
+    assert r.status_code == 503 and r.json()["code"] == "queue_full"
+    assert int(r.headers["retry-after"]) > 0
+    # the other lane has its own backlog
+    other = api.post("/v1/jobs", json={"document": b64(small_pdf()), "options": {"lane": "batch"}})
+    assert other.status_code == 202
+
+
+# --- long-poll -----------------------------------------------------------------------------
+
+
+async def test_long_poll_returns_as_soon_as_the_job_changes(
+    api: TestClient[Any], store: JobStore
+) -> None:
+    job_id = submit(api)
+    started = time.monotonic()
+    poll = asyncio.create_task(asyncio.to_thread(api.get, f"/v1/jobs/{job_id}?wait=20"))
+    await asyncio.sleep(0.5)
+    changed_at = time.monotonic()
+    await finish_done(store)
+    r = await asyncio.wait_for(poll, 10)
+    woke_after = time.monotonic() - changed_at
+    assert r.json()["status"] == "done"
+    assert time.monotonic() - started < 10  # far from the 20 s timeout
+    assert woke_after < 1.0, f"long-poll woke {woke_after:.3f}s after the change"
+
+
+def test_long_poll_times_out_with_the_unchanged_job(api: TestClient[Any]) -> None:
+    job_id = submit(api)
+    started = time.monotonic()
+    r = api.get(f"/v1/jobs/{job_id}?wait=1")
+    assert r.json()["status"] == "queued"
+    assert 0.9 <= time.monotonic() - started < 5
+
+
+def test_wait_over_60_seconds_is_rejected(api: TestClient[Any]) -> None:
+    r = api.get(f"/v1/jobs/{submit(api)}?wait=61")
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"
+
+
+def test_a_poll_never_reads_the_payload(api: TestClient[Any], clean_redis: str) -> None:
+    job_id = submit(api)
+    seen: list[str] = []
+    ready = threading.Event()
+
+    def watch() -> None:
+        with redis.Redis.from_url(clean_redis).monitor() as m:
+            ready.set()
+            for cmd in m.listen():
+                seen.append(cmd["command"])
+                if "STOP-MONITOR" in cmd["command"]:
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    ready.wait(5)
+    time.sleep(0.2)
+    api.get(f"/v1/jobs/{job_id}")
+    api.get(f"/v1/jobs/{job_id}?wait=1")
+    api.get(f"/v1/jobs/{job_id}/result")
+    redis.Redis.from_url(clean_redis).echo("STOP-MONITOR")
+    watcher.join(5)
+    reads = [c for c in seen if job_id in c]
+    assert any(c.startswith("HMGET") for c in reads), seen
+    assert not [c for c in reads if "payload" in c or c.startswith(("HGETALL", "HGET "))]
