@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from consumer.engines.base import Engine, EngineOutput
 from consumer.metrics import WorkerMetrics
 from consumer.raster import Rasteriser
 from consumer.retry import with_retries
-from consumer.textlayer import extract_text_page
 from consumer.workspace import job_workspace
 from shared.errors import ErrorCode, OcrqError
 from shared.schemas import EngineInfo, JobOptions, Page, Timings
@@ -58,7 +56,6 @@ class JobRunner:
     store: JobStore
     engine: Engine
     rasteriser: Rasteriser
-    pool: Executor  # CPU work that is not rasterising: text-layer extraction
     metrics: WorkerMetrics
     me: str
     shm: Path
@@ -232,15 +229,9 @@ class PageRun:
     async def _text_layer_pages(self, total: int) -> list[Page]:
         if not self._wants_text_layer():
             return []
-        loop = asyncio.get_running_loop()
         pages = []
         for index in range(total):
-            page = await asyncio.wait_for(
-                loop.run_in_executor(
-                    self.runner.pool, extract_text_page, self.doc, index, self.dpi
-                ),
-                timeout=120,
-            )
+            page = await self.runner.rasteriser.text_layer(self.doc, index, self.dpi)
             if page is not None:
                 pages.append(page)
         return pages

@@ -77,7 +77,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         runner = JobRunner(
             settings=settings, store=store, engine=engine,
             rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
-            pool=pool, metrics=metrics, me=me, shm=root,
+            metrics=metrics, me=me, shm=root,
             engine_slots=asyncio.Semaphore(settings.engine_concurrency),
         )  # fmt: skip
         log.info("worker_started", engine=engine.name, model=engine.model, shm=str(root))

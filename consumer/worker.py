@@ -13,6 +13,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from consumer.job import Delivery, JobRunner
 from consumer.metrics import WorkerMetrics
+from consumer.workspace import sweep_stale
 from shared.settings import Settings
 from shared.store import JobStore
 
@@ -110,6 +111,8 @@ class Worker:
         """XAUTOCLAIM entries idle past the visibility timeout (their worker died)."""
         keys, out = self.store.keys, []
         self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
+        # A dead worker on this host left its page folder behind: reclaim its disk with its work.
+        await asyncio.to_thread(sweep_stale, self.runner.shm)
         for lane in keys.lanes:
             stream = keys.stream(lane)
             reply = await self.store.redis.xautoclaim(

@@ -20,7 +20,7 @@ from fakevllm.completion import (
 )
 from fakevllm.config import FakeConfig, updated_config
 from fakevllm.h11server import DropConnection, HttpRequest, HttpResponse
-from fakevllm.protocol import EncodedImage, ProtocolError, parse_chat_request
+from fakevllm.protocol import ChatRequest, ProtocolError, parse_chat_request
 
 ERROR_TYPES = {
     400: "BadRequestError",
@@ -194,7 +194,7 @@ class FakeVllmApp:
     async def chat_completions(self, request: HttpRequest) -> HttpResponse:
         """Record the body, inject failures, enforce the protocol, then answer."""
         try:
-            body = msgspec.json.decode(request.body)
+            body = await asyncio.to_thread(msgspec.json.decode, request.body)
         except msgspec.DecodeError as e:
             return error_response(400, f"the request body is not valid JSON: {e}")
         if self.config.max_recorded:
@@ -233,8 +233,7 @@ class FakeVllmApp:
     async def answer(self, body: Any) -> HttpResponse:
         """Validate, decode the images off the loop, wait for a slot, 'generate'."""
         config = self.config
-        chat = parse_chat_request(body, config)
-        images = await asyncio.to_thread(decode_all, chat.images)
+        chat, images = await asyncio.to_thread(read_chat_request, body, config)
         prompt = prompt_tokens(chat, images, config.profile)
         if prompt + chat.max_tokens > config.max_model_len:
             raise context_error(prompt, chat.max_tokens, config.max_model_len)
@@ -249,6 +248,8 @@ class FakeVllmApp:
         return json_response(completion_body(reply, config.model))
 
 
-def decode_all(images: list[EncodedImage]) -> list[DecodedImage]:
-    """Decode every image of a request, in order."""
-    return [decode_image(image, index) for index, image in enumerate(images)]
+def read_chat_request(body: Any, config: FakeConfig) -> tuple[ChatRequest, list[DecodedImage]]:
+    """Check the body against the protocol and decode its images (CPU-bound: use a thread)."""
+    chat = parse_chat_request(body, config)
+    images = [decode_image(image, index) for index, image in enumerate(chat.images)]
+    return chat, images

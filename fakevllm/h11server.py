@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 import h11
+import msgspec
 
 READ_CHUNK = 65536
 KEEP_ALIVE_IDLE_S = 30.0  # an idle keep-alive connection is closed after this
@@ -59,7 +61,7 @@ async def serve_connection(
     conn = h11.Connection(h11.SERVER)
     try:
         while True:
-            request = await read_request(conn, reader)
+            request = await read_request(conn, reader, writer)
             if request is None:
                 return
             try:
@@ -71,6 +73,8 @@ async def serve_connection(
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
+    except h11.RemoteProtocolError as e:
+        await refuse_malformed(conn, writer, e)
     except (ClientGone, ConnectionError, TimeoutError, h11.ProtocolError):
         return
     finally:
@@ -79,13 +83,32 @@ async def serve_connection(
             await asyncio.wait_for(writer.wait_closed(), timeout=1.0)
 
 
-async def read_request(conn: h11.Connection, reader: asyncio.StreamReader) -> HttpRequest | None:
+async def refuse_malformed(
+    conn: h11.Connection, writer: asyncio.StreamWriter, error: h11.RemoteProtocolError
+) -> None:
+    """Answer a request h11 could not parse with its suggested status, when still possible."""
+    if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        return
+    status = error.error_status_hint
+    message = f"malformed HTTP request: {error}"
+    error_body = {"message": message, "type": "BadRequestError", "param": None, "code": status}
+    body = msgspec.json.encode({"error": error_body})
+    response = HttpResponse(status, body, [("connection", "close")])
+    with contextlib.suppress(Exception):
+        await write_response(conn, writer, response)
+
+
+async def read_request(
+    conn: h11.Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> HttpRequest | None:
     """Read one whole request; None when the peer closed or idled out between requests."""
     head: h11.Request | None = None
     body = bytearray()
     while True:
         event = conn.next_event()
         if event is h11.NEED_DATA:
+            if conn.they_are_waiting_for_100_continue:
+                writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
             timeout = KEEP_ALIVE_IDLE_S if head is None else WRITE_TIMEOUT_S
             try:
                 data = await asyncio.wait_for(reader.read(READ_CHUNK), timeout=timeout)
@@ -139,7 +162,9 @@ async def write_response(
         ("server", "fakevllm"),
         *response.headers,
     ]
-    writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)))
+    reason = HTTPStatus(response.status).phrase.encode("ascii")
+    head = h11.Response(status_code=response.status, headers=headers, reason=reason)
+    writer.write(conn.send(head))
     writer.write(conn.send(h11.Data(data=response.body)))
     writer.write(conn.send(h11.EndOfMessage()))
     await asyncio.wait_for(writer.drain(), timeout=WRITE_TIMEOUT_S)

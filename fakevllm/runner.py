@@ -72,7 +72,11 @@ class FakeVllm:
             self.process = subprocess.Popen(
                 [*command, *self.flags], stdout=log_file, stderr=subprocess.STDOUT
             )
-        self.wait_for_port()
+        try:
+            self.wait_for_port()
+        except BaseException:
+            self.stop()  # the error already holds the log's tail
+            raise
 
     def wait_for_port(self) -> None:
         """Poll until the port accepts a connection; fail fast if the process dies."""
@@ -85,7 +89,6 @@ class FakeVllm:
                 return
             except OSError:
                 time.sleep(0.05)
-        self.stop()
         raise self.startup_error(f"did not listen within {self.startup_timeout_s} s")
 
     def startup_error(self, what: str) -> OcrqError:

@@ -162,9 +162,7 @@ def acl_configmap(settings: Settings) -> dict[str, Any]:
     }
 
 
-def consumer_scaled_object(
-    settings: Settings, namespace: str, max_replicas: int
-) -> dict[str, Any]:
+def consumer_scaled_object(settings: Settings, namespace: str, max_replicas: int) -> dict[str, Any]:
     """Scale the consumer on lane lag, keep it while entries are pending, down to zero."""
     # One worker drains max_jobs per collection window: that is its fair share of lag, and
     # of pending entries it holds while they are processed.

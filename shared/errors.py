@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class ErrorCode(StrEnum):
@@ -67,6 +68,10 @@ class OcrqError(Exception):
     def transient(self) -> bool:
         """True when retrying the same work may succeed."""
         return self.code in TRANSIENT
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A process pool sends errors back pickled; rebuild from code and message.
+        return (type(self), (self.code, self.message), {"retry_after": self.retry_after})
 
     def __repr__(self) -> str:
         return f"OcrqError({self.code.value!r}, {self.message!r})"

@@ -8,13 +8,13 @@ from typing import Annotated, Literal
 import msgspec
 
 
-class Base(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Base(msgspec.Struct, kw_only=True):
     """Base for worker-side and outbound messages.
 
-    kw_only: fields are named at every call site. omit_defaults: optional fields that hold
-    their default stay off the wire. Unknown fields are tolerated here (rolling upgrades:
-    an older worker reads a newer producer's message); inbound API bodies subclass
-    ``Inbound`` instead.
+    kw_only: fields are named at every call site. Defaults are written out (no
+    omit_defaults): clients get every key of the schema, null or empty included. Unknown
+    fields are tolerated here (rolling upgrades: an older worker reads a newer producer's
+    message); inbound API bodies subclass ``Inbound`` instead.
     """
 
 
@@ -39,7 +39,7 @@ Lane = Literal["interactive", "batch"]
 TextLayer = Literal["auto", "off"]
 
 
-class JobOptions(Inbound, omit_defaults=False):
+class JobOptions(Inbound):
     """Per-job options; None means the worker's setting decides."""
 
     batch_size: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1
@@ -144,14 +144,14 @@ class Result(Base):
     usage: Usage = msgspec.field(default_factory=Usage)
 
 
-class Progress(Base, omit_defaults=False):
+class Progress(Base):
     """Pages done out of pages total (total is 0 until the worker knows it)."""
 
     pages_done: int = 0
     pages_total: int = 0
 
 
-class JobView(Base, omit_defaults=False):
+class JobView(Base):
     """What a poll returns: status, progress, timestamps, error, and the result when done."""
 
     id: str

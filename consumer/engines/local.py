@@ -3,6 +3,10 @@
 Nothing is downloaded at run time: rapidocr-onnxruntime loads its det/cls/rec models from
 files inside the installed package. OCR is CPU-bound and holds the GIL in places, so it runs
 in worker processes, never on the event loop.
+
+onnxruntime (1.32 here) ships Microsoft 1DS usage telemetry on Linux too: it keeps a store
+under ~/.cache/Microsoft/DeveloperTools and may post events to mobile.events.data.microsoft.com.
+The pool's workers run with ``ORT_DISABLE_TELEMETRY=1`` unless the operator set it otherwise.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ NAME = "local"
 # The wheel's models: ch_PP-OCRv4 detection and recognition, ch_ppocr_mobile_v2.0 direction.
 MODEL = "rapidocr-onnxruntime/PP-OCRv4"
 PROFILE = "local"
+TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
 
 # Per-process state of the pool's workers: set once by the pool initializer in each worker
 # process and reused by every page that process handles. The parent process never sets it.
@@ -40,7 +45,11 @@ def ort_threads(workers: int) -> int:
 def load_worker(intra_threads: int) -> None:
     """Pool initializer: load RapidOCR once in this worker process."""
     global _ocr
-    from rapidocr_onnxruntime import RapidOCR  # heavy import: only in worker processes
+    import onnxruntime
+    from rapidocr_onnxruntime import RapidOCR  # heavy imports: only in worker processes
+
+    if os.environ.get(TELEMETRY_ENV) == "1":
+        onnxruntime.disable_telemetry_events()
 
     # inter-op 1: the models are sequential graphs; parallelism comes from intra-op threads
     # and from the pool's processes, so cores are not oversubscribed.
@@ -122,6 +131,8 @@ class LocalEngine:
         self._pool: ProcessPoolExecutor | None = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
+        # Workers inherit the environment when spawned; onnxruntime reads this at start-up.
+        os.environ.setdefault(TELEMETRY_ENV, "1")
         # spawn, not fork: the parent runs an event loop and client threads, which a forked
         # child would inherit in whatever state they were in.
         return ProcessPoolExecutor(

@@ -7,10 +7,13 @@ in what that kustomization accumulates. It needs no kustomize binary, so it alwa
 
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -130,9 +133,7 @@ def _check_patch(tree: Tree, directory: Path, patch: Obj) -> None:
 def manifest_files() -> list[Path]:
     """Every YAML file under k8s/ that is not a kustomization."""
     return sorted(
-        p
-        for p in K8S.rglob("*.yaml")
-        if p.name not in ("kustomization.yaml", "kustomization.yml")
+        p for p in K8S.rglob("*.yaml") if p.name not in ("kustomization.yaml", "kustomization.yml")
     )
 
 
@@ -144,3 +145,48 @@ def kustomization_dirs() -> list[Path]:
 def base_objects() -> list[Obj]:
     """The base's objects, as kustomize would accumulate them (before any overlay)."""
     return resolve(K8S / "base").objects
+
+
+Schema = dict[str, Any]
+
+
+def _strict(schema: Schema) -> Schema:
+    """Forbid unknown fields where the CRD lists properties, as the API server prunes them.
+
+    A misspelt field (``cooldownPeriods``) would otherwise pass validation and then be
+    dropped silently by the cluster.
+    """
+    schema = copy.deepcopy(schema)
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if "properties" in node and "additionalProperties" not in node:
+            node["additionalProperties"] = False
+        for value in node.values():
+            if isinstance(value, dict):
+                stack.append(value)
+            elif isinstance(value, list):
+                stack.extend(value)
+    return schema
+
+
+@functools.cache
+def crd_schemas() -> dict[tuple[str, str], Schema]:
+    """KEDA's CRD schemas by (apiVersion, kind), made strict about unknown fields."""
+    assert KEDA_SCHEMAS.is_dir(), f"KEDA CRD schemas missing at {KEDA_SCHEMAS}"
+    schemas = {}
+    for path in sorted(KEDA_SCHEMAS.glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+            for version in crd["spec"]["versions"]:
+                schema = version["schema"]["openAPIV3Schema"]
+                schemas[(f"{group}/{version['name']}", kind)] = _strict(schema)
+    return schemas
+
+
+def validate_keda(obj: Obj) -> None:
+    """Raise jsonschema.ValidationError unless obj fits its KEDA CRD schema."""
+    schema = crd_schemas()[(obj["apiVersion"], obj["kind"])]
+    jsonschema.Draft7Validator(schema).validate(obj)

@@ -115,7 +115,7 @@ def test_loopback_redis_url_maps_to_the_in_cluster_service() -> None:
 
 
 def test_external_rediss_url_keeps_host_and_enables_tls() -> None:
-    url = "rediss://:secret@cache.example.net:6380/2"
+    url = "rediss://:s3cr3t-pw@cache.example.net:6380/2"
     target = k8s.redis_target(load_settings({}, redis_url=url), "prod")
     assert target == {
         "address": "cache.example.net:6380",
@@ -123,7 +123,7 @@ def test_external_rediss_url_keeps_host_and_enables_tls() -> None:
         "enableTLS": "true",
     }
     rendered = k8s.render(k8s.keda_files(load_settings({}, redis_url=url))["consumer.yaml"])
-    assert "secret" not in rendered  # the password only ever comes from the Secret
+    assert "s3cr3t-pw" not in rendered  # the password only ever comes from the Secret
 
 
 def test_trigger_authentication_reads_keys_the_redis_secret_has() -> None:

@@ -117,3 +117,26 @@ async def test_request_queued_past_queue_timeout_gets_503() -> None:
                 client.post(CHAT, json=chat_body()), client.post(CHAT, json=chat_body())
             )
     assert sorted([first.status_code, second.status_code]) == [200, 503]
+
+
+async def queue_stats_within(fake: FakeVllm, want: dict[str, int], timeout_s: float) -> bool:
+    """Poll /_stats until running and queued match ``want``; False if they never do in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stats = await asyncio.to_thread(fake.stats)
+        if all(stats[key] == value for key, value in want.items()):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_queued_request_leaves_the_queue_when_its_client_gives_up(fake: FakeVllm) -> None:
+    # The running request takes 5 s, so the queue can only empty early by cancellation.
+    await asyncio.to_thread(fake.configure, max_concurrency=1, latency_s=5.0)
+    async with httpx.AsyncClient(base_url=fake.url, timeout=30) as client:
+        running = asyncio.create_task(client.post(CHAT, json=chat_body()))
+        assert await queue_stats_within(fake, {"running": 1}, timeout_s=3.0)
+        with pytest.raises(httpx.ReadTimeout):
+            await client.post(CHAT, json=chat_body(), timeout=0.3)
+        assert await queue_stats_within(fake, {"running": 1, "queued": 0}, timeout_s=3.0)
+        running.cancel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -287,3 +288,21 @@ def test_deepseek_profile_expects_its_own_xargs_and_coordinates() -> None:
         unlimited = httpx.post(url, json=chat_body(two, model=model))
         assert unlimited.status_code == 400
         assert "ngram_size must be 30" in unlimited.json()["error"]["message"]
+
+
+def test_unknown_route_is_404_and_wrong_method_is_405(client: httpx.Client) -> None:
+    assert client.get("/v1/completions/nothing").status_code == 404
+    wrong = client.get("/v1/chat/completions")
+    assert wrong.status_code == 405
+    assert wrong.json()["error"]["code"] == 405
+
+
+def test_malformed_http_is_answered_400_and_closed(fake: FakeVllm) -> None:
+    port = int(fake.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"NOT AN HTTP REQUEST\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(4096):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 400 ")
+    assert b"malformed HTTP request" in received

@@ -1,0 +1,170 @@
+"""Local CPU engine throughput: pages/s of RapidOCR at a given DPI, 1 vs 2 worker processes.
+
+    .venv/bin/python bench/bench_local.py --pages 10 --dpi 150
+
+Builds an N-page scanned-style PDF in memory (each page is a picture of text, no text
+layer), rasterises every page with PyMuPDF into PNG files (timed), then OCRs them through
+LocalEngine (timed separately) once per worker count, side by side in one run.
+"""
+
+from __future__ import annotations
+
+import os
+
+# pymupdf imports onnxruntime, whose usage telemetry starts at import: opt out first.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+import argparse
+import asyncio
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from consumer.engines.base import PageImage
+from consumer.engines.local import LocalEngine
+from shared.settings import load_settings
+
+VOCABULARY = (
+    "invoice payment customer account balance delivery order quantity price total "
+    "contract service period amount currency schedule report quarter revenue margin "
+    "shipment warehouse supplier address reference number date signature approval"
+).split()
+SCAN_DPI = 200  # resolution of the "scanner" that made the image pages
+
+
+@dataclass(frozen=True)
+class Row:
+    workers: int
+    pages: int
+    raster_s: float
+    startup_s: float
+    ocr_s: float
+    recall: float
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.ocr_s
+
+
+def page_text(rng: random.Random, number: int) -> str:
+    """A heading and a few paragraphs of pseudo-business prose."""
+    paragraphs = [
+        " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(40, 70))).capitalize() + "."
+        for _ in range(4)
+    ]
+    return f"Quarterly report page {number}\n\n" + "\n\n".join(paragraphs)
+
+
+def scanned_pdf(pages: int, seed: int = 1) -> tuple[bytes, list[str]]:
+    """An N-page PDF whose pages are only images of text; returns it and each page's text."""
+    rng = random.Random(seed)
+    texts = [page_text(rng, n) for n in range(1, pages + 1)]
+    out = pymupdf.open()
+    for text in texts:
+        source = pymupdf.open()
+        page = source.new_page(width=595, height=842)
+        page.insert_textbox(pymupdf.Rect(60, 60, 535, 782), text, fontsize=12, fontname="helv")
+        scan = page.get_pixmap(dpi=SCAN_DPI, colorspace=pymupdf.csGRAY)
+        target = out.new_page(width=595, height=842)
+        target.insert_image(target.rect, stream=scan.tobytes("png"))
+        source.close()
+    data = out.tobytes()
+    out.close()
+    return data, texts
+
+
+def rasterise(pdf: bytes, dpi: int, folder: Path) -> list[PageImage]:
+    """Render every page to a PNG file, as the consumer's rasteriser does."""
+    images = []
+    with pymupdf.open(stream=pdf, filetype="pdf") as doc:
+        for index, page in enumerate(doc):
+            pixmap = page.get_pixmap(dpi=dpi)
+            path = folder / f"page-{index + 1}.png"
+            pixmap.save(str(path))
+            images.append(
+                PageImage(
+                    number=index + 1,
+                    path=str(path),
+                    media_type="image/png",
+                    width=pixmap.width,
+                    height=pixmap.height,
+                )
+            )
+    return images
+
+
+def word_recall(texts: list[str], markdowns: list[str]) -> float:
+    """Share of the rendered words found in the recognised text of their page."""
+    hits = total = 0
+    for text, markdown in zip(texts, markdowns, strict=True):
+        found = set(markdown.lower().replace(".", " ").split())
+        words = text.lower().replace(".", " ").split()
+        hits += sum(word in found for word in words)
+        total += len(words)
+    return hits / total if total else 0.0
+
+
+async def measure(pdf: bytes, texts: list[str], dpi: int, workers: int, folder: Path) -> Row:
+    """Rasterise, start the pool, then OCR all pages in one call; each stage timed."""
+    started = time.perf_counter()
+    images = rasterise(pdf, dpi, folder)
+    raster_s = time.perf_counter() - started
+    settings = load_settings({}, local_workers=workers, engine_timeout_s=120.0 * len(images))
+    engine = LocalEngine(settings)
+    try:
+        started = time.perf_counter()
+        await engine.warm_up()
+        startup_s = time.perf_counter() - started
+        started = time.perf_counter()
+        output = await engine.recognise(images)
+        ocr_s = time.perf_counter() - started
+    finally:
+        await engine.aclose()
+    recall = word_recall(texts, [page.markdown or "" for page in output.pages])
+    return Row(workers, len(images), raster_s, startup_s, ocr_s, recall)
+
+
+def print_table(rows: list[Row], dpi: int) -> None:
+    print(f"local engine, {dpi} DPI, {os.cpu_count()} CPUs")
+    print("workers  pages  raster s  startup s  OCR s  pages/s  word recall")
+    for r in rows:
+        print(
+            f"{r.workers:>7}  {r.pages:>5}  {r.raster_s:>8.2f}  {r.startup_s:>9.2f}  "
+            f"{r.ocr_s:>5.2f}  {r.pages_per_s:>7.2f}  {r.recall:>10.1%}"
+        )
+    if len(rows) >= 2:
+        print(
+            f"speedup {rows[-1].workers} vs {rows[0].workers} workers: "
+            f"{rows[-1].pages_per_s / rows[0].pages_per_s:.2f}x"
+        )
+
+
+async def run(pages: int, dpi: int, worker_counts: list[int]) -> None:
+    pdf, texts = scanned_pdf(pages)
+    rows = []
+    base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    for workers in worker_counts:
+        with tempfile.TemporaryDirectory(prefix="ocrq-bench-", dir=base) as folder:
+            rows.append(await measure(pdf, texts, dpi, workers, Path(folder)))
+    print_table(rows, dpi)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=int, default=10)
+    parser.add_argument("--dpi", type=int, default=150)
+    parser.add_argument("--workers", default="1,2", help="comma-separated worker counts")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.workers.split(",")]
+    asyncio.run(run(args.pages, args.dpi, counts))
+
+
+if __name__ == "__main__":
+    main()

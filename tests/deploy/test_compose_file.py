@@ -1,0 +1,171 @@
+"""docker-compose.yml: the services, health checks and profiles a laptop and a GPU box need."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+from deploy_tree import REPO_ROOT, base_objects, find
+
+from ocrq import k8s
+from shared.settings import Settings, load_settings
+
+COMPOSE = REPO_ROOT / "docker-compose.yml"
+SIZES = {"kb": 2**10, "mb": 2**20, "gb": 2**30, "k": 2**10, "m": 2**20, "g": 2**30}
+INTERPOLATION = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+
+
+def services() -> dict[str, dict[str, Any]]:
+    return dict(yaml.safe_load(COMPOSE.read_text())["services"])
+
+
+def interpolate(value: Any) -> str:
+    """${VAR:-default} as compose resolves it with VAR unset."""
+    return INTERPOLATION.sub(lambda m: m[2] or "", str(value))
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    return {k: interpolate(v) for k, v in service.get("environment", {}).items()}
+
+
+def size(text: str) -> int:
+    match = re.fullmatch(r"(\d+)([a-z]*)", str(text).lower())
+    assert match, text
+    return int(match[1]) * SIZES.get(match[2], 1)
+
+
+def seconds(text: str) -> float:
+    match = re.fullmatch(r"(\d+)(s|m)", str(text))
+    assert match, text
+    return int(match[1]) * (60 if match[2] == "m" else 1)
+
+
+def test_services_and_gpu_profile() -> None:
+    found = services()
+    assert set(found) == {"redis", "producer", "consumer", "vllm", "consumer-gpu"}
+    for name in ("redis", "producer", "consumer"):
+        assert "profiles" not in found[name], f"{name} must start without a profile"
+    for name in ("vllm", "consumer-gpu"):
+        assert found[name]["profiles"] == ["gpu"]
+
+
+def test_every_service_has_a_healthcheck() -> None:
+    for name, service in services().items():
+        test = service["healthcheck"]["test"]
+        assert test[0] == "CMD" and len(test) > 1, name
+
+
+def test_redis_keeps_an_aof_and_never_evicts() -> None:
+    command = services()["redis"]["command"]
+    flags = dict(zip(command[1::2], command[2::2], strict=False))
+    assert flags["--appendonly"] == "yes"
+    assert flags["--appendfsync"] == "everysec"
+    assert flags["--maxmemory-policy"] == "noeviction"
+    assert any(v.endswith(":/data") for v in services()["redis"]["volumes"])
+
+
+def test_environment_names_are_settings_and_load() -> None:
+    fields = {f"OCRQ_{f.name.upper()}" for f in msgspec.structs.fields(Settings)}
+    for name, service in services().items():
+        env = environment(service)
+        ocrq_env = {k: v for k, v in env.items() if k.startswith("OCRQ_")}
+        assert set(ocrq_env) <= fields, (name, set(ocrq_env) - fields)
+        load_settings(ocrq_env)
+
+
+def test_cpu_worker_runs_local_engine_and_gpu_worker_calls_vllm() -> None:
+    found = services()
+    assert load_settings(environment(found["consumer"])).engine_name == "local"
+    gpu = load_settings(environment(found["consumer-gpu"]))
+    assert gpu.engine_name == "vllm"
+    port = found["vllm"]["command"][found["vllm"]["command"].index("--port") + 1]
+    assert gpu.vllm_url == f"http://vllm:{port}"
+    assert found["vllm"]["command"][0] == gpu.vllm_model
+    # Only one kind of worker consumes at a time when OCRQ_CPU_WORKERS=0.
+    assert found["consumer"]["deploy"]["replicas"] == "${OCRQ_CPU_WORKERS:-1}"
+
+
+def test_vllm_recipe_matches_the_kubernetes_deployment() -> None:
+    vllm = find(base_objects(), "Deployment", "vllm")["spec"]["template"]["spec"]
+    container = vllm["containers"][0]
+    service = services()["vllm"]
+    assert service["entrypoint"] == container["command"]
+    assert service["command"] == container["args"]
+    devices = service["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["capabilities"] == ["gpu"]
+
+
+def test_workers_get_shm_for_pages_and_outlive_their_drain() -> None:
+    for name in ("consumer", "consumer-gpu"):
+        service = services()[name]
+        settings = load_settings(environment(service))
+        assert size(service["shm_size"]) >= k8s.shm_size_bytes(settings)
+        assert seconds(service["stop_grace_period"]) > settings.drain_grace_s
+        assert service["build"]["target"] == "consumer"
+        health = " ".join(service["healthcheck"]["test"])
+        assert f":{settings.metrics_port}/healthz" in health
+
+
+def test_producer_health_is_liveness_only() -> None:
+    producer = services()["producer"]
+    assert "/healthz" in " ".join(producer["healthcheck"]["test"])
+    assert producer["build"]["target"] == "producer"
+    assert producer["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def ocrq_commands() -> list[list[str]]:
+    """Every `ocrq ...` command line in compose and in the Kubernetes workloads."""
+    lines = [s["command"] for s in services().values() if s.get("command", [""])[0] == "ocrq"]
+    for obj in base_objects():
+        if obj["kind"] == "Deployment":
+            command = obj["spec"]["template"]["spec"]["containers"][0]["command"]
+            if command[0] == "ocrq":
+                lines.append(command)
+    return lines
+
+
+def test_commands_are_real_ocrq_subcommands() -> None:
+    commands = ocrq_commands()
+    assert {c[1] for c in commands} == {"producer", "worker"}
+    try:
+        import ocrq.cli  # noqa: F401
+    except ImportError:
+        pytest.skip("ocrq.cli is not written yet: subcommand flags cannot be checked")
+    for command in commands:
+        probe = (
+            "import sys; from ocrq.cli import main; "
+            f"sys.argv = {[*command, '--help']!r}; sys.exit(main())"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        for flag in (arg for arg in command[2:] if arg.startswith("--")):
+            assert flag in done.stdout, (command, flag)
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    docker = shutil.which("docker")
+    if docker is None:
+        pytest.skip("no docker CLI on PATH")
+    engine = subprocess.run([docker, "info"], capture_output=True, timeout=20, check=False)
+    plugin = subprocess.run(
+        [docker, "compose", "version"], capture_output=True, timeout=20, check=False
+    )
+    if engine.returncode != 0 or plugin.returncode != 0:
+        pytest.skip("no Docker engine or compose plugin answers here")
+    for profile in ([], ["--profile", "gpu"]):
+        done = subprocess.run(
+            [docker, "compose", "-f", str(COMPOSE), *profile, "config", "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr

@@ -1,0 +1,335 @@
+"""Every Kubernetes object validates offline, and the manifests agree with the code's settings."""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import msgspec
+import pytest
+from deploy_tree import K8S, K8S_VERSION, base_objects, find, load_docs, manifest_files
+
+from consumer.retry import backoff_delay
+from ocrq import k8s
+from shared.settings import LANES, Settings, load_settings
+
+Obj = dict[str, Any]
+CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")
+WORKLOADS = ("Deployment", "StatefulSet")
+QUANTITY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "k": 10**3, "M": 10**6, "G": 10**9}
+
+
+class LowestJitter(random.Random):
+    """A random source that always draws the low end: the shortest backoff the worker waits."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return a
+
+
+def is_patch(path: Path, doc: Obj) -> bool:
+    """Overlay patch files are partial objects; kustomize's output is validated instead."""
+    return path.parent.parent.name == "overlays" and doc["kind"] != "Namespace"
+
+
+def core_objects() -> list[tuple[Path, Obj]]:
+    return [
+        (path, doc)
+        for path in manifest_files()
+        for doc in load_docs(path)
+        if not str(doc.get("apiVersion", "")).startswith(CRD_GROUPS) and not is_patch(path, doc)
+    ]
+
+
+def quantity(text: str) -> int:
+    match = re.fullmatch(r"(\d+)([KMG]i?|k)?", str(text))
+    assert match, f"unparsed quantity {text!r}"
+    return int(match[1]) * QUANTITY.get(match[2] or "", 1)
+
+
+def configmap_settings() -> tuple[dict[str, str], Settings]:
+    data = find(base_objects(), "ConfigMap", "ocrq-config")["data"]
+    return data, load_settings(data)
+
+
+def pod_spec(obj: Obj) -> Obj:
+    return dict(obj["spec"]["template"]["spec"])
+
+
+def container(obj: Obj) -> Obj:
+    return dict(pod_spec(obj)["containers"][0])
+
+
+def pod_labels() -> dict[str, dict[str, str]]:
+    return {
+        o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"]
+        for o in base_objects()
+        if o["kind"] in WORKLOADS
+    }
+
+
+def selects(selector: Obj, labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels + In/NotIn/Exists) evaluated on pod labels."""
+    for key, value in selector.get("matchLabels", {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions", []):
+        value, op = labels.get(expr["key"]), expr["operator"]
+        values: list[str] = list(expr.get("values", []))
+        held = {
+            "In": value in values,
+            "NotIn": value not in values,
+            "Exists": value is not None,
+            "DoesNotExist": value is None,
+        }[op]
+        if not held:
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("path", "obj"),
+    core_objects(),
+    ids=lambda v: str(v.relative_to(K8S)) if isinstance(v, Path) else v["kind"],
+)
+def test_object_validates_against_kubernetes_schema(path: Path, obj: Obj) -> None:
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_misspelt_field_fails_kubernetes_validation() -> None:
+    broken = copy.deepcopy(find(base_objects(), "Deployment", "ocrq-producer"))
+    probe = broken["spec"]["template"]["spec"]["containers"][0].pop("livenessProbe")
+    broken["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = probe
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_configmap_keys_are_settings_the_code_reads() -> None:
+    data, _ = configmap_settings()
+    fields = {f"OCRQ_{f.name.upper()}" for f in msgspec.structs.fields(Settings)}
+    assert set(data) <= fields, set(data) - fields
+
+
+def test_every_ocrq_env_name_is_a_setting() -> None:
+    fields = {f"OCRQ_{f.name.upper()}" for f in msgspec.structs.fields(Settings)}
+    named = {
+        env["name"]
+        for obj in base_objects()
+        if obj["kind"] in WORKLOADS
+        for c in pod_spec(obj)["containers"]
+        for env in c.get("env", [])
+    }
+    secrets = {k for o in base_objects() if o["kind"] == "Secret" for k in o["stringData"]}
+    ocrq_names = {n for n in named | secrets if n.startswith("OCRQ_")}
+    assert ocrq_names, "no OCRQ_* variable found"
+    assert ocrq_names <= fields, ocrq_names - fields
+
+
+def test_secret_and_configmap_references_resolve() -> None:
+    objects = base_objects()
+    for obj in (o for o in objects if o["kind"] in WORKLOADS):
+        for c in pod_spec(obj)["containers"]:
+            for env in c.get("env", []):
+                for kind, ref_key in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
+                    ref = env.get("valueFrom", {}).get(ref_key)
+                    if ref is None:
+                        continue
+                    target = find(objects, kind, ref["name"])
+                    data = target.get("stringData", target.get("data", {}))
+                    assert ref["key"] in data or ref.get("optional"), (obj["metadata"], ref)
+            for source in c.get("envFrom", []):
+                find(objects, "ConfigMap", source["configMapRef"]["name"])
+
+
+def test_workloads_run_non_root_with_read_only_root() -> None:
+    for name in ("ocrq-producer", "ocrq-consumer"):
+        obj = find(base_objects(), "Deployment", name)
+        assert pod_spec(obj)["securityContext"]["runAsNonRoot"] is True
+        sc = container(obj)["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
+        assert {"cpu", "memory"} <= set(container(obj)["resources"]["requests"])
+        assert "memory" in container(obj)["resources"]["limits"]
+
+
+def test_producer_probes_liveness_on_healthz_and_readiness_on_readyz() -> None:
+    producer = container(find(base_objects(), "Deployment", "ocrq-producer"))
+    assert producer["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert producer["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert producer["command"][:2] == ["ocrq", "producer"]
+    pdb = find(base_objects(), "PodDisruptionBudget", "ocrq-producer")
+    assert selects(pdb["spec"]["selector"], pod_labels()["ocrq-producer"])
+    assert (
+        find(base_objects(), "Deployment", "ocrq-producer")["spec"]["replicas"]
+        > (pdb["spec"]["minAvailable"])
+    )
+
+
+def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
+    _, settings = configmap_settings()
+    consumer = find(base_objects(), "Deployment", "ocrq-consumer")
+    shm = next(v for v in pod_spec(consumer)["volumes"] if v["name"] == "shm")
+    assert shm["emptyDir"]["medium"] == "Memory"
+    size = quantity(shm["emptyDir"]["sizeLimit"])
+    assert size >= k8s.shm_size_bytes(settings)
+    mounts = {m["mountPath"]: m["name"] for m in container(consumer)["volumeMounts"]}
+    assert mounts[settings.shm_dir] == "shm"
+    # Memory-backed emptyDir is charged to the container: the limit must hold it too.
+    limit = quantity(container(consumer)["resources"]["limits"]["memory"])
+    assert limit >= size + 2**30
+
+
+def test_shm_formula_is_page_bytes_times_pages_in_flight() -> None:
+    settings = load_settings({})
+    assert k8s.page_bytes(150) == 1241 * 1754 * 3
+    assert k8s.page_bytes(300) > 3.9 * k8s.page_bytes(150)
+    assert k8s.pages_in_flight(settings, batch_size=1) == settings.max_jobs
+    assert k8s.pages_in_flight(settings, batch_size=64) == settings.engine_concurrency
+    assert k8s.shm_size_bytes(settings) == k8s.page_bytes(150) * 32 * k8s.SHM_RENDER_AHEAD
+
+
+def test_consumer_outlives_its_drain_and_exposes_metrics_port() -> None:
+    _, settings = configmap_settings()
+    consumer = find(base_objects(), "Deployment", "ocrq-consumer")
+    assert pod_spec(consumer)["terminationGracePeriodSeconds"] > settings.drain_grace_s + 10
+    ports = {p["name"]: p["containerPort"] for p in container(consumer)["ports"]}
+    assert ports["metrics"] == settings.metrics_port
+    assert container(consumer)["livenessProbe"]["httpGet"]["port"] == "metrics"
+    assert container(consumer)["command"] == ["ocrq", "worker"]
+    assert "replicas" not in consumer["spec"], "KEDA owns the consumer's replica count"
+    spec = pod_spec(consumer)
+    assert spec["tolerations"] and spec["affinity"]["nodeAffinity"]
+
+
+def test_redis_is_durable_never_evicts_and_fits_the_backlog() -> None:
+    conf = find(base_objects(), "ConfigMap", "ocrq-redis-conf")["data"]["redis.conf"]
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in conf.split("\n") if line}
+    assert lines["appendonly"] == "yes"
+    assert lines["appendfsync"] == "everysec"
+    assert lines["maxmemory-policy"] == "noeviction"
+    assert lines["dir"] == "/data"
+    maxmemory = quantity(lines["maxmemory"].replace("gb", "Gi"))
+    _, settings = configmap_settings()
+    # Queued payloads live in Redis until a worker finishes them.
+    assert maxmemory >= len(LANES) * settings.max_backlog * settings.max_document_bytes
+    redis = find(base_objects(), "StatefulSet", "redis")
+    assert quantity(container(redis)["resources"]["limits"]["memory"]) > maxmemory
+    claims = redis["spec"]["volumeClaimTemplates"]
+    assert [c["metadata"]["name"] for c in claims] == ["data"]
+    env = {e["name"]: e for e in container(redis)["env"]}
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == k8s.REDIS_SECRET
+
+
+def test_vllm_serves_the_configured_model_with_the_recipe() -> None:
+    data, settings = configmap_settings()
+    vllm = container(find(base_objects(), "Deployment", "vllm"))
+    args = vllm["args"]
+    assert vllm["command"] == ["vllm", "serve"]
+    assert args[0] == settings.vllm_model
+    recipe = [
+        "--trust-remote-code",
+        "--logits-processors",
+        "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor",
+        "--no-enable-prefix-caching",
+        "--mm-processor-cache-gb",
+        "--max-model-len",
+        "--gpu-memory-utilization",
+    ]
+    assert set(recipe) <= set(args)
+    assert args[args.index("--mm-processor-cache-gb") + 1] == "0"
+    assert vllm["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert vllm["image"].startswith("vllm/vllm-openai")
+    service = find(base_objects(), "Service", "vllm")
+    assert data["OCRQ_VLLM_URL"] == f"http://vllm:{service['spec']['ports'][0]['port']}"
+    assert settings.engine_name == "vllm"
+
+
+def test_vllm_cold_start_fits_startup_probe_and_worker_retries() -> None:
+    _, settings = configmap_settings()
+    vllm = container(find(base_objects(), "Deployment", "vllm"))
+    startup = vllm["startupProbe"]
+    budget = startup["periodSeconds"] * startup["failureThreshold"]
+    assert startup["httpGet"]["path"] == "/health"
+    assert budget >= 600, "a cold start (pull + download + load) takes minutes"
+    unlucky = LowestJitter()
+    waits = [
+        backoff_delay(attempt, settings.engine_backoff_s, settings.engine_backoff_max_s, unlucky)
+        for attempt in range(1, settings.engine_retries + 1)
+    ]
+    # Jobs queued while vLLM wakes from zero wait it out instead of failing, even when
+    # every retry draws the shortest jitter.
+    assert sum(waits) >= budget
+
+
+def test_redis_admits_only_producer_and_consumer_pods() -> None:
+    policy = find(base_objects(), "NetworkPolicy", "redis-clients")
+    assert selects(policy["spec"]["podSelector"], pod_labels()["redis"])
+    admitted = set()
+    for rule in policy["spec"]["ingress"]:
+        for peer in rule["from"]:
+            if "namespaceSelector" in peer:
+                # KEDA's operator, in its own namespace, reads lag as a read-only user.
+                assert peer["namespaceSelector"]["matchLabels"] == {
+                    "kubernetes.io/metadata.name": "keda"
+                }
+                continue
+            admitted |= {n for n, lbl in pod_labels().items() if selects(peer["podSelector"], lbl)}
+    assert admitted == {"ocrq-producer", "ocrq-consumer"}
+
+
+def test_vllm_admits_only_consumer_pods() -> None:
+    policy = find(base_objects(), "NetworkPolicy", "vllm-clients")
+    assert selects(policy["spec"]["podSelector"], pod_labels()["vllm"])
+    admitted = set()
+    for rule in policy["spec"]["ingress"]:
+        for peer in rule["from"]:
+            if "namespaceSelector" in peer:
+                assert peer["namespaceSelector"]["matchLabels"] == {
+                    "kubernetes.io/metadata.name": "monitoring"
+                }
+                continue
+            admitted |= {n for n, lbl in pod_labels().items() if selects(peer["podSelector"], lbl)}
+    assert admitted == {"ocrq-consumer"}
+
+
+def test_services_select_pods_and_name_their_ports() -> None:
+    workloads = {o["metadata"]["name"]: o for o in base_objects() if o["kind"] in WORKLOADS}
+    for service in (o for o in base_objects() if o["kind"] == "Service"):
+        matched = [
+            w
+            for w in workloads.values()
+            if selects(
+                {"matchLabels": service["spec"]["selector"]},
+                w["spec"]["template"]["metadata"]["labels"],
+            )
+        ]
+        assert len(matched) == 1, service["metadata"]["name"]
+        names = {p["name"] for p in container(matched[0])["ports"]}
+        for port in service["spec"]["ports"]:
+            assert port["targetPort"] in names
+
+
+def test_prometheus_operator_monitors_match_services_and_pods() -> None:
+    monitors = load_docs(K8S / "components" / "prometheus-operator" / "monitors.yaml")
+    objects = base_objects()
+    for monitor in monitors:
+        selector = monitor["spec"]["selector"]
+        if monitor["kind"] == "ServiceMonitor":
+            service = next(
+                s
+                for s in objects
+                if s["kind"] == "Service" and selects(selector, s["metadata"]["labels"])
+            )
+            names = {p["name"] for p in service["spec"]["ports"]}
+            assert {e["port"] for e in monitor["spec"]["endpoints"]} <= names
+        else:
+            assert monitor["kind"] == "PodMonitor"
+            name = next(n for n, labels in pod_labels().items() if selects(selector, labels))
+            ports = {p["name"] for p in container(find(objects, "Deployment", name))["ports"]}
+            assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} <= ports
+    scraped = {m["metadata"]["name"] for m in monitors}
+    assert scraped == {"ocrq-producer", "ocrq-consumer", "vllm"}

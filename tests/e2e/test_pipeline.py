@@ -1,0 +1,224 @@
+"""The whole pipeline: producer → Redis → worker → fake vLLM → result, and every failure path."""
+
+from __future__ import annotations
+
+import base64
+import re
+import signal
+import time
+from typing import Any
+
+import httpx
+import pymupdf
+import pytest
+from documents import bomb_png, encrypted_pdf, png, sized_pdf, truncated_pdf, zero_page_pdf
+from stack import Stack
+
+pytestmark = pytest.mark.slow
+
+SIZES = [(200 + 10 * i, 300 + 5 * i) for i in range(12)]  # points = pixels at 72 dpi
+
+
+def image_sizes(body: dict[str, Any]) -> list[tuple[int, int]]:
+    """Pixel sizes of the images in a recorded chat-completions request."""
+    sizes = []
+    for part in body["messages"][0]["content"]:
+        if part["type"] == "image_url":
+            url = part["image_url"]["url"]
+            assert url.startswith("data:image/png;base64,")
+            pix = pymupdf.Pixmap(base64.b64decode(url.split(",", 1)[1]))
+            sizes.append((pix.width, pix.height))
+    return sizes
+
+
+def without_images(body: dict[str, Any]) -> dict[str, Any]:
+    """The request with image URLs blanked, for an exact comparison."""
+    content = [
+        {"type": "image_url", "image_url": {"url": "…"}} if p["type"] == "image_url" else p
+        for p in body["messages"][0]["content"]
+    ]
+    return {**body, "messages": [{**body["messages"][0], "content": content}]}
+
+
+def expected_request(prompt: str, images: int, window: int, max_tokens: int) -> dict[str, Any]:
+    """The exact Unlimited-OCR request DESIGN.md prescribes."""
+    content = [{"type": "text", "text": prompt}]
+    content += [{"type": "image_url", "image_url": {"url": "…"}}] * images
+    return {
+        "model": "baidu/Unlimited-OCR",
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "skip_special_tokens": False,
+        "vllm_xargs": {"ngram_size": 35, "window_size": window},
+    }
+
+
+def test_a_single_image_is_recognised(stack: Stack) -> None:
+    stack.start_worker()
+    view = stack.wait(stack.submit(png(320, 200)))
+    assert view["status"] == "done", view
+    result = view["result"]
+    assert result["page_count"] == 1 and result["pages"][0]["width"] == 320
+    assert "320x200" in result["markdown"] and "<|ref|>" not in result["markdown"]
+    assert result["engine"] == {"name": "vllm", "model": "baidu/Unlimited-OCR",
+                                "profile": "unlimited-ocr"}  # fmt: skip
+    assert view["progress"] == {"pages_done": 1, "pages_total": 1}
+    stack.assert_clean()
+
+
+def test_12_page_pdf_at_batch_size_1_sends_one_exact_request_per_page(stack: Stack) -> None:
+    stack.start_worker()
+    view = stack.wait(stack.submit(sized_pdf(SIZES), dpi=72, batch_size=1))
+    assert view["status"] == "done", view
+    bodies = stack.fake.requests()
+    assert len(bodies) == 12
+    for body in bodies:
+        assert without_images(body) == expected_request("<image>document parsing.", 1, 128, 8192)
+    assert sorted(s for b in bodies for s in image_sizes(b)) == sorted(SIZES)
+    pages = view["result"]["pages"]
+    assert [p["number"] for p in pages] == list(range(1, 13))
+    for page, (w, h) in zip(pages, SIZES, strict=True):
+        assert (page["width"], page["height"]) == (w, h) and f"{w}x{h}" in page["markdown"]
+    named = [m.group(0) for m in re.finditer(r"\d+x\d+", view["result"]["markdown"])]
+    assert list(dict.fromkeys(named)) == [f"{w}x{h}" for w, h in SIZES]  # in page order
+    assert view["result"]["segments"] == []
+    stack.assert_clean()
+
+
+def test_12_page_pdf_at_batch_size_4_sends_three_multi_page_requests(stack: Stack) -> None:
+    stack.start_worker()
+    view = stack.wait(stack.submit(sized_pdf(SIZES), dpi=72, batch_size=4))
+    assert view["status"] == "done", view
+    bodies = stack.fake.requests()
+    assert len(bodies) == 3
+    for body in bodies:
+        assert without_images(body) == expected_request(
+            "<image>Multi page parsing.", 4, 1024, 16384
+        )
+    batches = sorted(image_sizes(b) for b in bodies)
+    assert batches == [SIZES[0:4], SIZES[4:8], SIZES[8:12]]
+    result = view["result"]
+    spans = [(s["first_page"], s["last_page"]) for s in result["segments"]]
+    assert spans == [(1, 4), (5, 8), (9, 12)]
+    assert all(p.get("markdown") is None for p in result["pages"])  # never copied per page
+    for seg, sizes in zip(result["segments"], batches, strict=True):
+        assert all(f"{w}x{h}" in seg["markdown"] for w, h in sizes)
+    stack.assert_clean()
+
+
+@pytest.mark.parametrize(
+    ("document", "code"),
+    [
+        (encrypted_pdf(), "encrypted_document"),
+        (truncated_pdf(), "corrupt_document"),
+        (zero_page_pdf(), "corrupt_document"),
+        (bomb_png(), "image_too_large"),
+    ],
+    ids=["encrypted", "truncated", "zero-page", "image-bomb"],
+)
+def test_bad_documents_fail_with_their_code_and_never_reach_the_engine(
+    stack: Stack, document: bytes, code: str
+) -> None:
+    stack.start_worker()
+    view = stack.wait(stack.submit(document))
+    assert view["status"] == "failed" and view["error"]["code"] == code, view
+    assert stack.fake.requests() == []
+    stack.assert_clean()
+
+
+def test_a_pdf_over_max_pages_fails_before_rendering(stack: Stack) -> None:
+    stack.start_worker()
+    view = stack.wait(stack.submit(sized_pdf(SIZES), max_pages=5))
+    assert view["error"]["code"] == "too_many_pages" and "12" in view["error"]["message"]
+    assert stack.fake.requests() == []
+    stack.assert_clean()
+
+
+def test_a_job_cancelled_while_queued_is_skipped(stack: Stack) -> None:
+    job_id = stack.submit(png(100, 100))
+    assert httpx.delete(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    worker = stack.start_worker()
+    later = stack.wait(stack.submit(png(120, 100)))  # processed after the skipped one
+    assert later["status"] == "done"
+    assert stack.wait(job_id)["status"] == "cancelled"
+    assert len(stack.fake.requests()) == 1
+    assert '"reason": "skip:cancelled"' in worker.log()
+    stack.assert_clean()
+
+
+def test_a_job_cancelled_while_processing_stops(stack: Stack) -> None:
+    stack.fake.configure(latency_s=3.0)
+    stack.start_worker()
+    job_id = stack.submit(sized_pdf(SIZES[:4]), dpi=72)
+    wait_for_status(stack, job_id, "processing")
+    assert httpx.delete(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    time.sleep(2.0)  # the worker notices within its heartbeat and lets go
+    assert stack.wait(job_id)["status"] == "cancelled"
+    stack.assert_clean()
+
+
+def test_an_engine_outage_that_recovers_is_retried_to_success(stack: Stack) -> None:
+    stack.fake.configure(fail_next=2)
+    stack.start_worker()
+    view = stack.wait(stack.submit(png(300, 200)))
+    assert view["status"] == "done", view
+    assert stack.fake.config()["fail_next"] == 0  # both injected failures were consumed
+    stack.assert_clean()
+
+
+def test_an_engine_outage_that_lasts_fails_with_engine_unavailable(stack: Stack) -> None:
+    stack.fake.configure(fail_next=1000)
+    stack.start_worker(engine_retries=2)
+    view = stack.wait(stack.submit(png(300, 200)))
+    assert view["status"] == "failed" and view["error"]["code"] == "engine_unavailable", view
+    stack.assert_clean()
+
+
+def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(stack: Stack) -> None:
+    stack.fake.configure(latency_s=2.0)
+    doomed = stack.start_worker()
+    job_id = stack.submit(png(222, 111))
+    wait_for_status(stack, job_id, "processing")
+    doomed.signal(signal.SIGKILL)
+    doomed.wait(10)
+    rescuer = stack.start_worker()
+    view = stack.wait(job_id, timeout_s=60)
+    assert view["status"] == "done" and view["attempts"] == 2, view
+    assert rescuer.log().count('"outcome": "done"') == 1
+    assert "reclaimed" in rescuer.log()
+    stack.assert_clean()
+
+
+def test_sigterm_drains_in_flight_jobs_and_exits_0(stack: Stack) -> None:
+    stack.fake.configure(latency_s=2.0)
+    worker = stack.start_worker()
+    job_id = stack.submit(png(240, 120))
+    wait_for_status(stack, job_id, "processing")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    assert stack.wait(job_id, timeout_s=5)["status"] == "done"
+    queued = stack.submit(png(250, 120))  # nobody reads it now: it stays queued, not lost
+    time.sleep(1.0)
+    assert httpx.get(f"{stack.api}/v1/jobs/{queued}").json()["status"] == "queued"
+    stack.assert_clean()
+
+
+def test_worker_metrics_count_jobs_pages_and_stages(stack: Stack) -> None:
+    worker = stack.start_worker()
+    stack.wait(stack.submit(sized_pdf(SIZES[:3]), dpi=72))
+    text = httpx.get(worker.metrics_url).text
+    assert 'ocrq_jobs_total{outcome="done"} 1.0' in text
+    assert "ocrq_pages_total 3.0" in text
+    assert 'ocrq_stage_seconds_count{stage="inference"} 3.0' in text
+    assert "ocrq_window_fill_count 1.0" in text
+
+
+def wait_for_status(stack: Stack, job_id: str, status: str, timeout_s: float = 20) -> None:
+    """Poll until the job reaches status."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if httpx.get(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == status:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{job_id} never became {status}")

@@ -1,0 +1,131 @@
+"""Processes for end-to-end tests: worker subprocesses, the stack, HTTP readiness."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+
+from fakevllm.runner import FakeVllm
+from shared.embedded import free_port
+from shared.settings import Settings
+
+TERMINAL = {"done", "failed", "cancelled"}
+
+
+@dataclass
+class WorkerProc:
+    """One `ocrq worker` subprocess."""
+
+    proc: subprocess.Popen[bytes]
+    metrics_url: str
+    log_path: Path
+
+    def signal(self, sig: int) -> None:
+        """Send a signal to the worker."""
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout_s: float) -> int:
+        """Exit code, waiting up to timeout_s."""
+        return self.proc.wait(timeout_s)
+
+    def log(self) -> str:
+        """What the worker logged so far."""
+        return self.log_path.read_text(errors="replace")
+
+
+@dataclass
+class Stack:
+    """A running pipeline for one test."""
+
+    settings: Settings
+    api: str
+    fake: FakeVllm
+    shm: Path
+    tmp: Path
+    workers: list[WorkerProc] = field(default_factory=list)
+
+    def start_worker(self, **env: Any) -> WorkerProc:
+        """Start one worker (env overrides as OCRQ_* names without prefix) and wait for it."""
+        port = free_port()
+        values = {
+            "REDIS_URL": self.settings.redis_url, "ENGINE": "vllm", "VLLM_URL": self.fake.url,
+            "SHM_DIR": str(self.shm), "METRICS_PORT": str(port), "LOG_FORMAT": "json",
+            "ENGINE_BACKOFF_S": "0.05", "ENGINE_BACKOFF_MAX_S": "0.2", "ENGINE_RETRIES": "3",
+            "VISIBILITY_TIMEOUT_MS": "3000", "ENGINE_TIMEOUT_S": "10", "RASTER_WORKERS": "1",
+            "DRAIN_GRACE_S": "20", "REDIS_BLOCK_MS": "500",
+        }  # fmt: skip
+        values.update({k.upper(): str(v) for k, v in env.items()})
+        full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in values.items()}}
+        log_path = self.tmp / f"worker-{len(self.workers)}.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ocrq.cli", "worker"],
+            env=full_env, stdout=subprocess.DEVNULL, stderr=log_path.open("wb"),
+        )  # fmt: skip
+        worker = WorkerProc(proc, f"http://127.0.0.1:{port}/metrics", log_path)
+        self.workers.append(worker)
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc)
+        return worker
+
+    def submit(self, data: bytes, **options: Any) -> str:
+        """Submit a document as JSON; its job id."""
+        body = {"document": base64.b64encode(data).decode(), "options": options}
+        r = httpx.post(f"{self.api}/v1/jobs", json=body, timeout=30)
+        assert r.status_code == 202, r.text
+        job_id: str = r.json()["id"]
+        return job_id
+
+    def wait(self, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
+        """Long-poll until the job is terminal."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            r = httpx.get(f"{self.api}/v1/jobs/{job_id}?wait=5", timeout=30)
+            view: dict[str, Any] = r.json()
+            if view["status"] in TERMINAL:
+                return view
+        raise TimeoutError(f"job {job_id} not terminal after {timeout_s}s: {view}")
+
+    def assert_clean(self) -> None:
+        """Nothing of any job left in /dev/shm, nothing pending in any lane."""
+        leftovers = [p for p in self.shm.rglob("*") if p.is_file()]
+        assert not leftovers, leftovers
+        r = redis.Redis.from_url(self.settings.redis_url)
+        for lane in ("interactive", "batch"):
+            pending = r.xpending(f"ocrq:stream:{lane}", "workers")
+            assert pending["pending"] == 0, (lane, pending)
+        r.close()
+
+    def stop(self) -> None:
+        """Stop every worker still running."""
+        for w in self.workers:
+            if w.proc.poll() is None:
+                w.proc.send_signal(signal.SIGTERM)
+        for w in self.workers:
+            try:
+                w.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                w.proc.kill()
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    """Poll url until it answers 200, or fail if the process died or time ran out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer")
