@@ -19,8 +19,9 @@ COPY producer/ producer/
 COPY consumer/ consumer/
 COPY ocrq/ ocrq/
 COPY fakevllm/ fakevllm/
-RUN pip wheel --no-deps --wheel-dir /wheels . \
- && CONSUMER_ONLY="$CONSUMER_ONLY" LAPTOP_ONLY="$LAPTOP_ONLY" python - <<'PY'
+RUN pip wheel --no-deps --wheel-dir /wheels .
+# ARG values reach RUN as environment variables.
+RUN python - <<'PY'
 import os, re, tomllib
 deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
 def name(req):

@@ -42,7 +42,9 @@ def assemble(
     timings: Timings,
 ) -> Result:
     """The Result of a finished job."""
-    pages = sorted([*text_pages, *(p for out in outputs for p in out.pages)], key=lambda p: p.number)
+    pages = sorted(
+        [*text_pages, *(p for out in outputs for p in out.pages)], key=lambda p: p.number
+    )
     segments = sorted((s for out in outputs for s in out.segments), key=lambda s: s.first_page)
     return Result(
         id=job_id,

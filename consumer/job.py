@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import msgspec
@@ -19,11 +20,18 @@ from consumer.raster import Rasteriser
 from consumer.retry import with_retries
 from consumer.workspace import job_workspace
 from shared.errors import ErrorCode, OcrqError
-from shared.schemas import EngineInfo, JobOptions, Page, Timings
+from shared.schemas import EngineInfo, JobOptions, Page, Result, Timings
 from shared.settings import Settings
 from shared.store import JobStore, Outcome, now_ms
 
 log = structlog.get_logger("ocrq.worker")
+Watch = Callable[[Coroutine[Any, Any, Result]], Awaitable[Result]]
+
+
+def remove_files(paths: list[str]) -> None:
+    """Delete rendered pages as soon as the engine has them."""
+    for path in paths:
+        Path(path).unlink(missing_ok=True)
 
 
 class Delivery(msgspec.Struct, frozen=True):
@@ -64,7 +72,9 @@ class JobRunner:
     async def process(self, d: Delivery) -> None:
         """Handle one delivery end to end; never raises (a bad job must not kill the worker)."""
         structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(job_id=d.job_id, lane=d.lane, entry=d.entry)
+        structlog.contextvars.bind_contextvars(
+            worker=self.me, job_id=d.job_id, lane=d.lane, entry=d.entry
+        )
         if d.deliveries > self.settings.max_deliveries:
             await self.store.poison(d.job_id, d.lane, d.entry, self.me, d.deliveries)
             self.metrics.jobs.labels("poisoned").inc()
@@ -88,8 +98,13 @@ class JobRunner:
             outcome = Outcome.done(msgspec.json.encode(result), result.page_count)
             summary = {"pages": result.page_count, **msgspec.structs.asdict(result.timings)}
         except Abandoned as e:
-            await self.store.finish(d.job_id, d.lane, d.entry, self.me, Outcome.failed(
-                OcrqError(ErrorCode.CANCELLED, str(e))))  # only ACKs: the job is not ours
+            await self.store.finish(
+                d.job_id,
+                d.lane,
+                d.entry,
+                self.me,
+                Outcome.failed(OcrqError(ErrorCode.CANCELLED, str(e))),
+            )  # only ACKs: the job is not ours
             self.metrics.jobs.labels("abandoned").inc()
             log.info("job", outcome="abandoned", reason=str(e))
             return
@@ -102,10 +117,12 @@ class JobRunner:
         written = await self.store.finish(d.job_id, d.lane, d.entry, self.me, outcome)
         status = outcome.status if written else "lost"
         self.metrics.jobs.labels(status).inc()
-        log.info("job", outcome=status, total_s=round(time.monotonic() - clock.started, 3), **summary)
+        log.info(
+            "job", outcome=status, total_s=round(time.monotonic() - clock.started, 3), **summary
+        )
 
     @contextlib.asynccontextmanager
-    async def _heartbeat(self, d: Delivery) -> AsyncIterator[Callable[..., asyncio.Future[object]]]:
+    async def _heartbeat(self, d: Delivery) -> AsyncIterator[Watch]:
         """Refresh the entry's idle time and watch for cancellation while the job runs."""
         interval = max(0.2, min(1.0, self.settings.visibility_timeout_ms / 3000))
         reason: list[str] = []
@@ -118,13 +135,13 @@ class JobRunner:
                     return
                 status = await self.store.redis.hget(self.store.keys.job(d.job_id), "status")
                 if status != b"processing":
-                    reason.append(f"job is {(status or b'gone').decode()}")
+                    reason.append(f"job is {status!r}" if status else "job is gone")
                     return
 
         beater = asyncio.create_task(beat())
 
-        async def watch(work: object) -> object:
-            task = asyncio.ensure_future(work)  # type: ignore[arg-type]
+        async def watch(work: Coroutine[Any, Any, Result]) -> Result:
+            task = asyncio.ensure_future(work)
             done, _ = await asyncio.wait({task, beater}, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 return task.result()
@@ -134,13 +151,13 @@ class JobRunner:
             raise Abandoned(reason[0] if reason else "heartbeat stopped")
 
         try:
-            yield watch  # type: ignore[misc]
+            yield watch
         finally:
             beater.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await beater
 
-    async def _recognise(self, d: Delivery, clock: JobClock, pages_done: list[int]) -> object:
+    async def _recognise(self, d: Delivery, clock: JobClock, pages_done: list[int]) -> Result:
         names = ("payload", "media_type", "options", "created_at")
         f = await self.store.read_fields(d.job_id, names)
         if "payload" not in f:
@@ -256,8 +273,7 @@ class PageRun:
                     on_error=lambda e: r.metrics.engine_errors.labels(e.code.value).inc(),
                 )
             finally:
-                for image in images:
-                    Path(image.path).unlink(missing_ok=True)
+                await asyncio.to_thread(remove_files, [image.path for image in images])
             infer_s = time.monotonic() - started
             self.clock.infer_s += infer_s
             r.metrics.stage_seconds.labels("inference").observe(infer_s)

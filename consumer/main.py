@@ -86,7 +86,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         await health.stop()
         await engine.aclose()
         await http.aclose()
-        pool.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
         await redis.aclose()
         log.info("worker_stopped")
 

@@ -18,7 +18,7 @@ log = structlog.get_logger("ocrq.retry")
 
 def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random) -> float:
     """Delay before retry number ``attempt`` (1-based): capped exponential, ±50 % jitter."""
-    return min(cap_s, base_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.5)
+    return float(min(cap_s, base_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.5))
 
 
 async def with_retries(

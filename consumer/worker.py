@@ -95,13 +95,13 @@ class Worker:
     async def read(self, count: int, block_ms: int) -> list[Delivery]:
         """Up to count new entries, interactive lane first; BLOCK at most block_ms (≥1)."""
         keys = self.store.keys
-        first = {keys.stream(keys.lanes[0]): ">"}
+        first: dict[Any, Any] = {keys.stream(keys.lanes[0]): ">"}
         got = parse_entries(
             await self.store.redis.xreadgroup(keys.group, self.me, first, count=count)
         )
         if got:
             return got
-        both = {keys.stream(lane): ">" for lane in keys.lanes}
+        both: dict[Any, Any] = {keys.stream(lane): ">" for lane in keys.lanes}
         reply = await self.store.redis.xreadgroup(
             keys.group, self.me, both, count=count, block=max(1, block_ms)
         )
@@ -109,7 +109,7 @@ class Worker:
 
     async def reclaim(self, free: int) -> list[Delivery]:
         """XAUTOCLAIM entries idle past the visibility timeout (their worker died)."""
-        keys, out = self.store.keys, []
+        keys, out = self.store.keys, list[Delivery]()
         self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
         await asyncio.to_thread(sweep_stale, self.runner.shm)
@@ -135,7 +135,7 @@ class Worker:
         return Delivery(lane=d.lane, entry=d.entry, job_id=d.job_id, deliveries=count)
 
     async def drain(self) -> None:
-        """Let in-flight jobs finish within the grace period; cancel the rest (they stay pending)."""
+        """Let in-flight jobs finish within the grace; cancel the rest (they stay pending)."""
         if not self.tasks:
             return
         log.info("draining", in_flight=len(self.tasks), grace_s=self.settings.drain_grace_s)

@@ -68,7 +68,8 @@ def run_client(argv: list[str], command: str) -> int:
     """`ocrq submit|status|result`: the command-line client."""
     from ocrq.commands import main
 
-    return main([command, *argv])
+    code: int = main([command, *argv])
+    return code
 
 
 def run_k8s(argv: list[str]) -> int:

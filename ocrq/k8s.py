@@ -299,7 +299,9 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ocrq k8s", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="ocrq k8s", description="Render Kubernetes objects from the OCRQ_* settings."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     keda = sub.add_parser("keda", help="render the KEDA objects from OCRQ_* settings")
     keda.add_argument("--out", type=Path, help="write the files here instead of stdout")
@@ -318,7 +320,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(env_from: Path | None, environ: Mapping[str, str] | None = None) -> Settings:
+def settings_for(env_from: Path | None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from the environment, with a ConfigMap's data on top (what the pods see)."""
     env = dict(os.environ if environ is None else environ)
     if env_from is not None:
         env.update(read_env_file(env_from))
@@ -340,7 +343,7 @@ def main(argv: list[str]) -> int:
     """Entry point of ``ocrq k8s ...``; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        settings = _settings(args.env_from)
+        settings = settings_for(args.env_from)
     except (OSError, ValueError) as e:
         print(f"ocrq k8s: {e}", file=sys.stderr)
         return 2

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import msgspec
 import structlog
 from litestar import Litestar, Request, Response
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -73,7 +73,7 @@ def access_log(app: ASGIApp) -> ASGIApp:
     """One structlog line per request with request id, tenant and job id; request metrics."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await app(scope, receive, send)
             return
         structlog.contextvars.clear_contextvars()
@@ -100,7 +100,7 @@ def access_log(app: ASGIApp) -> ASGIApp:
             if runtime is not None:
                 runtime.metrics.requests.labels(route, str(status)).inc()
             log.info(
-                "request", method=scope["method"], path=scope["path"], route=route,
+                "request", method=scope.get("method"), path=scope["path"], route=route,
                 status=status, duration_ms=round((time.perf_counter() - started) * 1000, 2),
             )  # fmt: skip
 

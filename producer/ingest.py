@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import msgspec
-from multipart import MultipartSegment, ParserError, PushMultipartParser  # type: ignore[import-untyped]
+from multipart import MultipartSegment, ParserError, PushMultipartParser
 
 from producer.decoding import clean_base64, decode_base64, decoded_size, split_data_uri
 from shared.errors import ErrorCode, OcrqError

@@ -17,7 +17,7 @@ from producer.ingest import Submission, json_body_limit, read_json, read_multipa
 from producer.jobs import created_now, iso, job_fields, new_job_id, view_from_fields
 from producer.runtime import Runtime
 from shared.errors import ErrorCode, OcrqError
-from shared.schemas import TERMINAL, Accepted, JobView, Result, Status
+from shared.schemas import TERMINAL, Accepted, JobView, Status
 
 log = structlog.get_logger("ocrq.producer")
 WaitSeconds = Annotated[int, Parameter(ge=0, le=60, description="Long-poll up to N seconds")]

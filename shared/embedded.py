@@ -49,7 +49,10 @@ class EmbeddedServer:
             "--maxmemory-policy", "noeviction", "--protected-mode", "yes",
             "--logfile", str(data_dir / "server.log"),
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Own session: a Ctrl-C meant for `ocrq up` must not stop Redis before the workers drain.
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:
         """Block until the server answers PING, or raise."""

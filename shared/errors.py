@@ -51,9 +51,7 @@ TRANSIENT: frozenset[ErrorCode] = frozenset(
 class OcrqError(Exception):
     """An error with a catalogue code and a message fit for the client."""
 
-    def __init__(
-        self, code: ErrorCode, message: str, *, retry_after: int | None = None
-    ) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message

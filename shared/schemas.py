@@ -74,7 +74,7 @@ class Accepted(Base):
 
 
 class Block(Base):
-    """One block of a page: bbox normalised to 0–1 of the page, bbox_px in page pixels."""
+    """One block of a page: bbox normalised to 0..1 of the page, bbox_px in page pixels."""
 
     label: str
     text: str

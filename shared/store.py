@@ -15,6 +15,8 @@ from shared.errors import ErrorCode, OcrqError
 from shared.keys import Keys
 from shared.settings import Settings
 
+ScriptArg = bytes | str | int | float
+
 # Fields a poll reads: everything but the payload, which can be 10 MB.
 VIEW_FIELDS: tuple[str, ...] = (
     "status", "tenant", "filename", "media_type", "size", "lane", "options", "created_at",
@@ -81,11 +83,13 @@ class JobStore:
         self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None
     ) -> tuple[bool, str]:
         """Write the job and its stream entry in one step; (created, job_id)."""
-        flat: list[Any] = []
+        flat: list[ScriptArg] = []
         for name, value in fields.items():
             flat += [name, value]
         s = self.settings
-        argv = [job_id, s.max_backlog, s.queued_ttl_s, s.idempotency_ttl_s, self.keys.group]
+        argv: list[ScriptArg] = [
+            job_id, s.max_backlog, s.queued_ttl_s, s.idempotency_ttl_s, self.keys.group
+        ]  # fmt: skip
         keys = [self.keys.job(job_id), self.keys.stream(lane), idem or ""]
         kind, value = await self._enqueue(keys=keys, args=argv + flat)
         kind, value = _text(kind), _text(value)
@@ -103,7 +107,9 @@ class JobStore:
     async def cancel(self, job_id: str, tenant: str) -> str:
         """Cancel an active job or delete a terminal one: 'cancelled' | 'deleted' | 'missing'."""
         err = msgspec.json.encode({"code": "cancelled", "message": "cancelled by the client"})
-        argv = [tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id]
+        argv: list[ScriptArg] = [
+            tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id
+        ]  # fmt: skip
         return _text(await self._cancel(keys=[self.keys.job(job_id)], args=argv))
 
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
@@ -113,15 +119,13 @@ class JobStore:
 
     async def progress(self, job_id: str, me: str, done: int, total: int) -> bool:
         """Advance pages_done; False when this worker no longer owns the job."""
-        argv = [me, done, total, self.keys.events, job_id]
+        argv: list[ScriptArg] = [me, done, total, self.keys.events, job_id]
         return _text(await self._progress(keys=[self.keys.job(job_id)], args=argv)) == "ok"
 
-    async def finish(
-        self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome
-    ) -> bool:
+    async def finish(self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome) -> bool:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
         keys = [self.keys.job(job_id), self.keys.stream(lane)]
-        argv = [
+        argv: list[ScriptArg] = [
             me, entry, self.keys.group, outcome.status, outcome.field, outcome.value, now_ms(),
             self.settings.result_ttl_s, self.keys.events, job_id, outcome.pages_done,
         ]  # fmt: skip
@@ -129,7 +133,7 @@ class JobStore:
 
     async def touch(self, lane: str, entry: str, me: str) -> bool:
         """Reset the entry's idle time while this worker still owns it."""
-        argv = [me, entry, self.keys.group]
+        argv: list[ScriptArg] = [me, entry, self.keys.group]
         return int(await self._touch(keys=[self.keys.stream(lane)], args=argv)) == 1
 
     async def poison(self, job_id: str, lane: str, entry: str, me: str, deliveries: int) -> bool:
@@ -138,14 +142,14 @@ class JobStore:
             {"code": "poisoned", "message": f"delivered {deliveries} times without finishing"}
         )
         keys = [self.keys.job(job_id), self.keys.stream(lane), self.keys.dead]
-        argv = [
+        argv: list[ScriptArg] = [
             me, entry, self.keys.group, err, now_ms(), self.settings.result_ttl_s,
             self.keys.events, job_id, lane, deliveries,
         ]  # fmt: skip
         return _text(await self._poison(keys=keys, args=argv)) == "ok"
 
     async def lane_stats(self, lane: str) -> tuple[int, int]:
-        """(lag, pending) of the workers group on a lane; lag falls back to XLEN − pending."""
+        """(lag, pending) of the workers group on a lane; lag falls back to XLEN - pending."""
         stream = self.keys.stream(lane)
         try:
             groups = await self.redis.xinfo_groups(stream)

@@ -14,7 +14,7 @@ import yaml
 from deploy_tree import REPO_ROOT, base_objects, find
 
 from ocrq import k8s
-from shared.settings import Settings, load_settings
+from shared.settings import LANES, Settings, load_settings
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 SIZES = {"kb": 2**10, "mb": 2**20, "gb": 2**30, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -67,6 +67,10 @@ def test_redis_keeps_an_aof_and_never_evicts() -> None:
     assert flags["--appendonly"] == "yes"
     assert flags["--appendfsync"] == "everysec"
     assert flags["--maxmemory-policy"] == "noeviction"
+    # The producer's backlog cap refuses uploads before queued payloads fill Redis.
+    producer = load_settings(environment(services()["producer"]))
+    queued = len(LANES) * producer.max_backlog * producer.max_document_bytes
+    assert size(flags["--maxmemory"]) >= queued
     assert any(v.endswith(":/data") for v in services()["redis"]["volumes"])
 
 

@@ -128,18 +128,26 @@ def test_every_ocrq_env_name_is_a_setting() -> None:
     assert ocrq_names <= fields, ocrq_names - fields
 
 
+def value_refs(obj: Obj) -> list[tuple[str, Obj]]:
+    """(kind, keyRef) for every env value a workload takes from a Secret or ConfigMap."""
+    refs = []
+    for c in pod_spec(obj)["containers"]:
+        for env in c.get("env", []):
+            source = env.get("valueFrom", {})
+            for kind, key in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
+                if key in source:
+                    refs.append((kind, source[key]))
+    return refs
+
+
 def test_secret_and_configmap_references_resolve() -> None:
     objects = base_objects()
     for obj in (o for o in objects if o["kind"] in WORKLOADS):
+        for kind, ref in value_refs(obj):
+            target = find(objects, kind, ref["name"])
+            data: dict[str, str] = target.get("stringData") or target.get("data") or {}
+            assert ref["key"] in data or ref.get("optional"), (obj["metadata"]["name"], ref)
         for c in pod_spec(obj)["containers"]:
-            for env in c.get("env", []):
-                for kind, ref_key in (("Secret", "secretKeyRef"), ("ConfigMap", "configMapKeyRef")):
-                    ref = env.get("valueFrom", {}).get(ref_key)
-                    if ref is None:
-                        continue
-                    target = find(objects, kind, ref["name"])
-                    data = target.get("stringData", target.get("data", {}))
-                    assert ref["key"] in data or ref.get("optional"), (obj["metadata"], ref)
             for source in c.get("envFrom", []):
                 find(objects, "ConfigMap", source["configMapRef"]["name"])
 

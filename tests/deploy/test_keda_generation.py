@@ -91,7 +91,7 @@ def test_consumer_scales_from_zero_with_gentle_scale_down() -> None:
 
 def test_prefix_setting_renames_every_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OCRQ_PREFIX", "tenant7:")
-    settings = k8s._settings(None)
+    settings = k8s.settings_for(None)
     streams = {t["metadata"]["stream"] for t in k8s.lane_triggers(settings, "ocrq", 1, 1)}
     assert streams == {f"tenant7:stream:{lane}" for lane in LANES}
     assert "~tenant7:stream:*" in k8s.keda_acl_rules(settings)
@@ -105,8 +105,8 @@ def test_env_from_configmap_overrides_the_environment(
     config.write_text(
         yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "data": {"OCRQ_MAX_JOBS": "4"}})
     )
-    assert k8s._settings(config).max_jobs == 4
-    assert k8s._settings(None).max_jobs == 99
+    assert k8s.settings_for(config).max_jobs == 4
+    assert k8s.settings_for(None).max_jobs == 99
 
 
 def test_loopback_redis_url_maps_to_the_in_cluster_service() -> None:
@@ -158,4 +158,4 @@ def test_bad_setting_is_reported_not_raised(
 def test_sizing_prints_the_shm_figure(capsys: pytest.CaptureFixture[str]) -> None:
     assert k8s.main(["sizing", "--env-from", str(CONFIG)]) == 0
     out = capsys.readouterr().out
-    assert str(k8s.shm_size_bytes(k8s._settings(CONFIG))) in out
+    assert str(k8s.shm_size_bytes(k8s.settings_for(CONFIG))) in out

@@ -54,6 +54,7 @@ def expected_request(prompt: str, images: int, window: int, max_tokens: int) -> 
     }
 
 
+@pytest.mark.smoke
 def test_a_single_image_is_recognised(stack: Stack) -> None:
     stack.start_worker()
     view = stack.wait(stack.submit(png(320, 200)))
@@ -135,6 +136,7 @@ def test_a_pdf_over_max_pages_fails_before_rendering(stack: Stack) -> None:
     stack.assert_clean()
 
 
+@pytest.mark.smoke
 def test_a_job_cancelled_while_queued_is_skipped(stack: Stack) -> None:
     job_id = stack.submit(png(100, 100))
     assert httpx.delete(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "cancelled"
@@ -175,6 +177,7 @@ def test_an_engine_outage_that_lasts_fails_with_engine_unavailable(stack: Stack)
     stack.assert_clean()
 
 
+@pytest.mark.smoke
 def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
     doomed = stack.start_worker()
@@ -207,7 +210,10 @@ def test_sigterm_drains_in_flight_jobs_and_exits_0(stack: Stack) -> None:
 def test_worker_metrics_count_jobs_pages_and_stages(stack: Stack) -> None:
     worker = stack.start_worker()
     stack.wait(stack.submit(sized_pdf(SIZES[:3]), dpi=72))
-    text = httpx.get(worker.metrics_url).text
+    deadline, text = time.monotonic() + 10, ""
+    while 'ocrq_jobs_total{outcome="done"} 1.0' not in text and time.monotonic() < deadline:
+        text = httpx.get(worker.metrics_url).text  # counted just after the result is written
+        time.sleep(0.05)
     assert 'ocrq_jobs_total{outcome="done"} 1.0' in text
     assert "ocrq_pages_total 3.0" in text
     assert 'ocrq_stage_seconds_count{stage="inference"} 3.0' in text

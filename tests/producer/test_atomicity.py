@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 import redis
 from payloads import b64, small_pdf
 
@@ -12,6 +13,7 @@ REQUIRED = {b"status", b"tenant", b"media_type", b"size", b"lane", b"options", b
             b"payload"}  # fmt: skip
 
 
+@pytest.mark.smoke
 async def test_concurrent_submits_leave_every_entry_naming_a_complete_job(
     live_producer: str, clean_redis: str
 ) -> None:

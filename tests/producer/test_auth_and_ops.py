@@ -68,6 +68,7 @@ def test_submit_while_redis_is_down_is_503_not_500(make_client: Any) -> None:
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
 
 
+@pytest.mark.smoke
 def test_readyz_is_ready_and_recreates_lost_groups(api: TestClient[Any], sync_redis: Any) -> None:
     sync_redis.flushdb()  # Redis lost its data
     assert api.get("/readyz").json() == {"status": "ready"}

@@ -41,6 +41,7 @@ def test_unknown_job_is_404(api: TestClient[Any]) -> None:
     assert r.status_code == 404 and r.json()["code"] == "not_found"
 
 
+@pytest.mark.smoke
 async def test_done_job_shows_its_result_as_json_and_markdown(
     api: TestClient[Any], store: JobStore
 ) -> None:
@@ -71,6 +72,7 @@ def test_result_of_a_pending_job_is_409_with_retry_after(api: TestClient[Any]) -
     assert r.status_code == 409 and r.headers["retry-after"] == "1"
 
 
+@pytest.mark.smoke
 def test_delete_cancels_a_queued_job_and_drops_its_payload(
     api: TestClient[Any], sync_redis: redis.Redis
 ) -> None:
@@ -102,6 +104,7 @@ async def test_a_processing_job_can_be_cancelled(api: TestClient[Any], store: Jo
 # --- idempotency and backpressure --------------------------------------------------------
 
 
+@pytest.mark.smoke
 def test_same_idempotency_key_returns_the_first_job(
     api: TestClient[Any], sync_redis: redis.Redis
 ) -> None:
@@ -150,6 +153,7 @@ def test_backlog_over_the_limit_is_503_queue_full_with_retry_after(make_client: 
 # --- long-poll -----------------------------------------------------------------------------
 
 
+@pytest.mark.smoke
 async def test_long_poll_returns_as_soon_as_the_job_changes(
     api: TestClient[Any], store: JobStore
 ) -> None:

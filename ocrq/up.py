@@ -1,0 +1,140 @@
+"""`ocrq up`: Redis (embedded unless given), the producer and N workers on one machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+from shared.embedded import EmbeddedServer, free_port, start_server
+from shared.settings import load_settings
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Flags of `ocrq up`; defaults come from OCRQ_* settings."""
+    settings = load_settings()
+    p = argparse.ArgumentParser(prog="ocrq up", description="run the whole pipeline here")
+    p.add_argument("--host", default=settings.host)
+    p.add_argument("--port", type=int, default=settings.port)
+    p.add_argument("--workers", type=int, default=1, help="consumer processes (default 1)")
+    p.add_argument("--engine", choices=["local", "vllm"], default=settings.engine_name)
+    p.add_argument("--vllm-url", default=settings.vllm_url)
+    p.add_argument("--data-dir", type=Path, default=Path(".ocrq"), help="embedded Redis data")
+    p.add_argument("--redis-url", default=os.environ.get("OCRQ_REDIS_URL", ""),
+                   help="use this Redis instead of starting one")  # fmt: skip
+    args = p.parse_args(argv)
+    if args.engine == "vllm" and not args.vllm_url:
+        p.error("--engine vllm needs --vllm-url (or OCRQ_VLLM_URL)")
+    return args
+
+
+class Stack:
+    """The child processes of `ocrq up`, stopped in reverse order."""
+
+    def __init__(self) -> None:
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.redis: EmbeddedServer | None = None
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
+        """Start `ocrq ARGS` as a child process."""
+        cmd = [sys.executable, "-m", "ocrq.cli", *args]
+        self.children.append((name, subprocess.Popen(cmd, env={**os.environ, **env})))
+
+    def dead_child(self) -> str | None:
+        """The name of a child that exited, if any."""
+        return next((n for n, p in self.children if p.poll() is not None), None)
+
+    def stop(self) -> None:
+        """SIGTERM every child (workers drain), wait, kill stragglers, then stop Redis."""
+        for _, proc in reversed(self.children):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 40
+        for _, proc in reversed(self.children):
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if self.redis:
+            self.redis.stop()
+
+
+def wait_ready(url: str, stack: Stack, timeout_s: float = 60) -> None:
+    """Wait for the producer's /readyz, failing fast if a child dies."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (dead := stack.dead_child()) is not None:
+            raise RuntimeError(f"{dead} exited during start-up")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} not ready after {timeout_s:.0f}s")
+
+
+def banner(url: str, redis_url: str, args: argparse.Namespace) -> str:
+    """What to tell the user once everything answers."""
+    return (
+        f"\nocrq is up: {url}  (engine {args.engine}, {args.workers} worker(s), "
+        f"redis {redis_url})\n"
+        f"  API docs:  {url}/schema/swagger\n"
+        f"  submit:    curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/pdf' "
+        "--data-binary @scan.pdf\n"
+        f"  poll:      curl -s '{url}/v1/jobs/JOB_ID?wait=30'\n"
+        f"  markdown:  curl -s -H 'Accept: text/markdown' {url}/v1/jobs/JOB_ID/result\n"
+        f"  or:        ocrq submit scan.pdf --wait --out results/\n"
+        "Press Ctrl-C to stop.\n"
+    )
+
+
+def start(stack: Stack, args: argparse.Namespace) -> tuple[str, str]:
+    """Start Redis (unless given), the producer and the workers; (api url, redis url)."""
+    redis_url = args.redis_url
+    if not redis_url:
+        stack.redis = start_server(args.data_dir.resolve() / "redis", aof=True)
+        redis_url = stack.redis.url
+    env = {"OCRQ_REDIS_URL": redis_url, "OCRQ_ENGINE": args.engine, "OCRQ_VLLM_URL": args.vllm_url}
+    stack.spawn("producer", ["producer", "--host", args.host, "--port", str(args.port)], env)
+    for i in range(args.workers):
+        stack.spawn(f"worker-{i + 1}", ["worker", "--metrics-port", str(free_port())], env)
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    return f"http://{host}:{args.port}", redis_url
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run until Ctrl-C or SIGTERM; exit 1 if a child dies on its own."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    stopping: list[int] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    stack = Stack()
+    try:
+        url, redis_url = start(stack, args)
+        wait_ready(url, stack)
+        print(banner(url, redis_url, args), flush=True)
+        while not stopping:
+            if (dead := stack.dead_child()) is not None:
+                print(f"ocrq up: {dead} exited; stopping everything", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+        print("ocrq up: stopping (workers finish their jobs first)…", flush=True)
+        return 0
+    except (RuntimeError, TimeoutError, FileNotFoundError) as e:
+        print(f"ocrq up: {e}", file=sys.stderr)
+        return 1
+    finally:
+        stack.stop()

@@ -1,0 +1,215 @@
+"""`ocrq submit | status | result` in-process against the real producer, and as a script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+from documents import encrypted_pdf, png, sized_pdf
+from stack import Stack
+
+from ocrq.client import Client
+from ocrq.commands import collect_files, main, output_names
+from shared.schemas import Result
+
+MakeProducer = Callable[..., str]
+
+
+def summary_rows(stdout: str) -> list[dict[str, str]]:
+    """The tab-separated summary (stdout is not a TTY under pytest) as dicts."""
+    lines = [line.split("\t") for line in stdout.splitlines() if "\t" in line]
+    assert lines and lines[0] == ["file", "job_id", "status", "pages", "seconds", "error"]
+    return [dict(zip(lines[0], line, strict=True)) for line in lines[1:]]
+
+
+def write(path: Path, data: bytes) -> Path:
+    """Write bytes, creating parent folders; the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_folders_are_walked_for_supported_extensions_and_named_files_kept(tmp_path: Path) -> None:
+    for name in ("b.pdf", "sub/c.PNG", "sub/deep/d.tiff", "sub/notes.txt", "sub/.hidden.pdf"):
+        write(tmp_path / "in" / name, b"x")
+    named = write(tmp_path / "odd.dat", b"x")
+    found = collect_files([str(tmp_path / "in"), str(named)])
+    relative = [p.relative_to(tmp_path).as_posix() for p in found]
+    assert relative == ["in/b.pdf", "in/sub/c.PNG", "in/sub/deep/d.tiff", "odd.dat"]
+
+
+def test_a_missing_input_is_reported() -> None:
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        collect_files(["/nowhere/at/all"])
+
+
+def test_output_names_keep_unique_stems_and_disambiguate_clashes(tmp_path: Path) -> None:
+    files = [
+        tmp_path / "a" / "page.png",
+        tmp_path / "b" / "page.png",
+        tmp_path / "scan.pdf",
+        tmp_path / "scan.png",
+        tmp_path / "solo.pdf",
+        tmp_path / "solo.pdf",
+    ]
+    names = output_names(files, ".md")
+    assert names == [
+        "a__page.png.md",
+        "b__page.png.md",
+        "scan.pdf.md",
+        "scan.png.md",
+        "solo.pdf.md",
+        "solo.pdf-2.md",
+    ]
+    assert len(set(names)) == len(names)
+
+
+def test_submit_without_wait_prints_job_ids_and_exits_0(
+    api_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / "in" / "one.png", png(20, 20))
+    write(tmp_path / "in" / "sub" / "two.pdf", sized_pdf([(100, 100)]))
+    code = main(["submit", str(tmp_path / "in"), "--url", api_url, "--lane", "batch"])
+    rows = summary_rows(capsys.readouterr().out)
+    assert code == 0
+    assert [Path(r["file"]).name for r in rows] == ["one.png", "two.pdf"]
+    with Client(api_url) as client:
+        for row in rows:
+            view = client.status(row["job_id"])
+            assert row["status"] == view.status == "queued" and view.lane == "batch"
+            assert view.filename == Path(row["file"]).name
+
+
+def test_submit_exits_1_and_names_the_code_when_an_upload_is_rejected(
+    api_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write(tmp_path / "good.png", png(20, 20))
+    fake = write(tmp_path / "fake.pdf", b"this is text wearing a .pdf extension")
+    code = main(["submit", str(good), str(fake), "--url", api_url])
+    captured = capsys.readouterr()
+    rows = {Path(r["file"]).name: r for r in summary_rows(captured.out)}
+    assert code == 1
+    assert rows["good.png"]["status"] == "queued" and rows["good.png"]["job_id"]
+    assert rows["fake.pdf"]["status"] == "rejected" and rows["fake.pdf"]["job_id"] == ""
+    assert rows["fake.pdf"]["error"] == "unsupported_media_type"
+    assert "fake.pdf: unsupported_media_type" in captured.err
+
+
+def test_submit_of_a_missing_path_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["submit", "/nowhere/at/all.pdf"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_bad_arguments_exit_2_without_raising(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["submit", "x.pdf", "--lane", "express"]) == 2
+    assert "--lane" in capsys.readouterr().err
+
+
+def test_status_prints_the_job_as_json_and_exits_1_when_unknown(
+    api_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Client(api_url) as client:
+        job = client.submit(png(20, 20))
+    assert main(["status", job.id, "--url", api_url]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["id"] == job.id and view["status"] == "queued" and view["media_type"] == "image/png"
+    assert main(["status", "no-such-job", "--url", api_url]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "not_found" in captured.err
+
+
+def test_result_of_an_unfinished_job_exits_1_with_conflict(
+    api_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Client(api_url) as client:
+        job = client.submit(png(20, 20))
+    assert main(["result", job.id, "--url", api_url]) == 1
+    assert "conflict" in capsys.readouterr().err
+
+
+def test_url_and_api_key_come_from_the_environment(
+    make_producer: MakeProducer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = make_producer(api_keys="acme:key-acme")
+    doc = write(tmp_path / "one.png", png(20, 20))
+    monkeypatch.setenv("OCRQ_URL", url)
+    monkeypatch.delenv("OCRQ_API_KEY", raising=False)
+    assert main(["submit", str(doc)]) == 1
+    assert summary_rows(capsys.readouterr().out)[0]["error"] == "unauthorized"
+    monkeypatch.setenv("OCRQ_API_KEY", "key-acme")
+    assert main(["submit", str(doc)]) == 0
+    assert summary_rows(capsys.readouterr().out)[0]["status"] == "queued"
+
+
+def test_the_console_script_submits_without_redrawing_a_progress_bar(
+    api_url: str, tmp_path: Path
+) -> None:
+    doc = write(tmp_path / "one.png", png(20, 20))
+    run = subprocess.run(
+        [sys.executable, "-m", "ocrq.cli", "submit", str(doc), "--url", api_url],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "OCRQ_API_KEY": ""},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = summary_rows(run.stdout)
+    assert len(rows) == 1 and rows[0]["file"] == str(doc) and rows[0]["status"] == "queued"
+    assert "\r" not in run.stdout + run.stderr and "━" not in run.stdout + run.stderr
+    with Client(api_url) as client:
+        assert client.status(rows[0]["job_id"]).filename == "one.png"
+
+
+@pytest.mark.slow
+def test_submit_wait_out_writes_each_result_and_exits_1_when_one_is_encrypted(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, out = tmp_path / "in", tmp_path / "out"
+    write(src / "a" / "page.png", png(110, 70))
+    write(src / "b" / "page.png", png(130, 70))
+    write(src / "scan.pdf", sized_pdf([(200, 300), (210, 300)]))
+    write(src / "locked.pdf", encrypted_pdf())
+    args = [str(src), "--wait", "--out", str(out), "--dpi", "72", "--concurrency", "2"]
+    code = main(["submit", *args, "--url", stack.api])
+    captured = capsys.readouterr()
+    rows = {Path(r["file"]).relative_to(src).as_posix(): r for r in summary_rows(captured.out)}
+    assert code == 1
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a/page.png": "done", "b/page.png": "done", "locked.pdf": "failed", "scan.pdf": "done",
+    }  # fmt: skip
+    assert rows["locked.pdf"]["error"] == "encrypted_document"
+    assert rows["scan.pdf"]["pages"] == "2" and rows["a/page.png"]["pages"] == "1"
+    assert sorted(p.name for p in out.iterdir()) == ["a__page.png.md", "b__page.png.md", "scan.md"]
+    assert "110x70" in (out / "a__page.png.md").read_text()
+    assert "130x70" in (out / "b__page.png.md").read_text()
+    assert "210x300" in (out / "scan.md").read_text()
+    assert "locked.pdf: encrypted_document" in captured.err
+
+
+@pytest.mark.slow
+def test_json_results_and_the_result_command_return_the_finished_job(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = write(tmp_path / "scan.pdf", sized_pdf([(200, 300)]))
+    out = tmp_path / "out"
+    assert main(["submit", str(doc), "--out", str(out), "--format", "json", "--dpi", "72",
+                 "--url", stack.api]) == 0  # fmt: skip
+    job_id = summary_rows(capsys.readouterr().out)[0]["job_id"]
+    saved = msgspec.json.decode((out / "scan.json").read_bytes(), type=Result)
+    assert saved.id == job_id and saved.page_count == 1 and saved.pages[0].width == 200
+
+    assert main(["result", job_id, "--url", stack.api]) == 0
+    assert capsys.readouterr().out == saved.markdown.rstrip("\n") + "\n"
+    target = tmp_path / "again.json"
+    assert (
+        main(["result", job_id, "--format", "json", "--out", str(target), "--url", stack.api]) == 0
+    )
+    assert msgspec.json.decode(target.read_bytes(), type=Result) == saved
+    assert main(["status", job_id, "--url", stack.api]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "done"
