@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
+
+# pymupdf imports onnxruntime, which otherwise phones home with usage data: off, before any import.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 COMMANDS: dict[str, str] = {
     "producer": "serve the HTTP API (Litestar under uvicorn)",

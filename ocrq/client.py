@@ -68,11 +68,19 @@ class ApiError(OcrqError):
         self.status = status
 
     def __reduce__(self) -> tuple[Any, ...]:
-        state = {"retry_after": self.retry_after, "status": self.status}
-        return (type(self), (self.code, self.message), state)
+        # Subclasses take other constructor arguments: rebuild from the attributes instead.
+        return (rebuild_error, (type(self), self.args, dict(vars(self))))
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.message}"
+
+
+def rebuild_error(cls: type[ApiError], args: tuple[Any, ...], state: dict[str, Any]) -> ApiError:
+    """Unpickle an ApiError (a process pool sends errors back pickled)."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidRequest(ApiError):

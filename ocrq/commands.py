@@ -237,7 +237,13 @@ async def submit_all(
 def print_summary(outcomes: Sequence[Outcome]) -> None:
     """A table on a terminal; tab-separated lines (header first) into a pipe."""
     if sys.stdout.isatty():
-        table = Table(*SUMMARY_COLUMNS)
+        table = Table()
+        # Ids must stay whole to be copied; long paths and codes wrap rather than truncate.
+        for name in SUMMARY_COLUMNS:
+            if name == "job_id":
+                table.add_column(name, no_wrap=True, min_width=22)
+            else:
+                table.add_column(name, overflow="fold")
         for outcome in outcomes:
             table.add_row(*outcome.row())
         Console().print(table)
@@ -269,7 +275,10 @@ def run_submit(args: argparse.Namespace) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         outputs = [out / name for name in output_names(files, f".{args.format}")]
-    outcomes = asyncio.run(submit_all(args, files, outputs, waiting))
+    try:
+        outcomes = asyncio.run(submit_all(args, files, outputs, waiting))
+    except KeyboardInterrupt:  # accepted jobs keep running on the server
+        return complain("submit", "interrupted", 130)
     print_summary(outcomes)
     return 0 if all(o.ok for o in outcomes) else 1
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before pymupdf pulls in onnxruntime
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pymupdf
 import pytest
+import redis
 from documents import bomb_png, encrypted_pdf, png, sized_pdf, truncated_pdf, zero_page_pdf
 from stack import Stack
 
@@ -190,6 +191,32 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(stack: St
     assert view["status"] == "done" and view["attempts"] == 2, view
     assert rescuer.log().count('"outcome": "done"') == 1
     assert "reclaimed" in rescuer.log()
+    stack.assert_clean()
+
+
+def test_a_job_that_keeps_killing_workers_is_poisoned_and_sent_to_dead(stack: Stack) -> None:
+    stack.fake.configure(latency_s=3.0)
+    doomed = stack.start_worker(max_deliveries=1)
+    job_id = stack.submit(png(230, 110))
+    wait_for_status(stack, job_id, "processing")
+    doomed.signal(signal.SIGKILL)
+    doomed.wait(10)
+    stack.start_worker(max_deliveries=1)
+    view = stack.wait(job_id, timeout_s=60)
+    assert view["status"] == "failed" and view["error"]["code"] == "poisoned", view
+    r = redis.Redis.from_url(stack.settings.redis_url)
+    dead = [fields for _, fields in r.xrange("ocrq:dead")]
+    r.close()
+    assert [d[b"id"].decode() for d in dead] == [job_id] and dead[0][b"deliveries"] == b"2"
+    stack.assert_clean()
+
+
+def test_engine_requests_stay_under_the_global_concurrency_limit(stack: Stack) -> None:
+    stack.fake.configure(latency_s=0.3)
+    stack.start_worker(engine_concurrency=3)
+    jobs = [stack.submit(sized_pdf(SIZES[:4]), dpi=72) for _ in range(3)]
+    assert all(stack.wait(j)["status"] == "done" for j in jobs)
+    assert stack.fake.stats()["peak_running"] == 3  # full, and never over
     stack.assert_clean()
 
 

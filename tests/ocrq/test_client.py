@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 import time
 from collections.abc import Callable
@@ -29,8 +30,10 @@ from ocrq.client import (
     Unavailable,
     UnsupportedMediaType,
     WaitTimeout,
+    error_from_response,
 )
 from shared.errors import ErrorCode, OcrqError
+from shared.schemas import JobOptions, JobView, Progress
 
 MakeProducer = Callable[..., str]
 
@@ -286,3 +289,35 @@ def test_sync_submit_many_returns_jobs_and_errors_in_order(api_url: str) -> None
         assert isinstance(submitted[1], UnsupportedMediaType)
         sizes = [client.status(j).size for j in submitted if isinstance(j, Job)]
     assert sizes == [len(documents[0]), len(documents[2])]
+
+
+def test_a_body_that_is_not_ours_maps_to_a_code_by_status() -> None:
+    proxy_page = httpx.Response(502, text="<html>Bad Gateway</html>")
+    error = error_from_response(proxy_page)
+    assert isinstance(error, Unavailable) and error.status == 502 and "Bad Gateway" in error.message
+
+
+def test_an_unknown_code_keeps_its_name_and_the_retry_after() -> None:
+    body = b'{"code": "brand_new", "message": "from a newer server"}'
+    response = httpx.Response(503, content=body, headers={"Retry-After": "7"})
+    error = error_from_response(response)
+    assert type(error) is ApiError and error.code is ErrorCode.INTERNAL
+    assert "brand_new" in str(error) and error.retry_after == 7 and error.status == 503
+
+
+def test_errors_survive_pickling_with_their_fields() -> None:
+    view = JobView(
+        id="j1", status="queued", filename=None, media_type="image/png", size=1,
+        lane="interactive", options=JobOptions(), progress=Progress(), attempts=0,
+        created_at=None, started_at=None, finished_at=None,
+    )  # fmt: skip
+    timeout = pickle.loads(pickle.dumps(WaitTimeout("still queued", view)))
+    assert type(timeout) is WaitTimeout and timeout.view == view
+    assert timeout.code is ErrorCode.TIMEOUT and timeout.message == "still queued"
+    full = pickle.loads(pickle.dumps(QueueFull("queue_full", "full", status=503, retry_after=5)))
+    assert (type(full), full.code, full.status, full.retry_after) == (
+        QueueFull,
+        "queue_full",
+        503,
+        5,
+    )

@@ -1,0 +1,238 @@
+"""Producer responsiveness: /healthz latency while 10 MB base64 JSON uploads are decoded.
+
+    .venv/bin/python bench/bench_ingest.py --seconds 20 --clients 4
+
+Starts a private Redis and `ocrq producer` (uvicorn, one process), then probes /healthz at a
+steady rate from a separate process with its own httpx client, in two phases side by side:
+idle, and while N client threads keep submitting 10 MiB documents as JSON base64 (each job is
+cancelled right after it is accepted, which drops its document, so Redis stays small). Also
+times one synchronous decode_json_submission of the same body in this process: the stall the
+thread offload keeps off the event loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import multiprocessing
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import httpx
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import stack
+from producer.ingest import decode_json_submission
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PROBE_TIMEOUT_S = 10.0
+UPLOAD_TIMEOUT_S = 60.0
+MIB = 1024 * 1024
+
+
+def probe_healthz(url: str, count: int, rate_hz: float, conn: Connection) -> None:
+    """Child process: GET url `count` times at rate_hz; send back (latencies in s, failures)."""
+    latencies: list[float] = []
+    failures = 0
+    interval = 1.0 / rate_hz
+    with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
+        client.get(url)  # open the keep-alive connection outside the measurement
+        next_at = time.perf_counter()
+        for _ in range(count):
+            delay = next_at - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            started = time.perf_counter()
+            try:
+                ok = client.get(url).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            if ok:
+                latencies.append(time.perf_counter() - started)
+            else:
+                failures += 1
+            # A late probe does not trigger a burst to catch up: the schedule slips instead.
+            next_at = max(next_at + interval, time.perf_counter())
+    conn.send((latencies, failures))
+    conn.close()
+
+
+def run_probes(url: str, count: int, rate_hz: float) -> tuple[list[float], int]:
+    """Run the prober in its own process, so the uploaders' GIL never delays its clock."""
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=probe_healthz, args=(f"{url}/healthz", count, rate_hz, sender))
+    proc.start()
+    try:
+        budget_s = count / rate_hz * 3 + 30
+        if not receiver.poll(budget_s):
+            raise TimeoutError(f"prober gave no result within {budget_s:.0f} s")
+        latencies, failures = receiver.recv()
+        return latencies, failures
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+
+
+@dataclass
+class Uploads:
+    """Completed uploads, shared by the uploader threads."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    finished_at: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def record(self, started: float, ended: float) -> None:
+        """One accepted upload."""
+        with self.lock:
+            self.finished_at.append(ended)
+            self.latencies.append(ended - started)
+
+    def between(self, start: float, end: float) -> int:
+        """Uploads that finished in [start, end]."""
+        with self.lock:
+            return sum(1 for t in self.finished_at if start <= t <= end)
+
+
+def upload_loop(url: str, body: bytes, stop: threading.Event, uploads: Uploads) -> None:
+    """Submit the body until stop is set; cancel each job so its document leaves Redis."""
+    headers = {"Content-Type": "application/json"}
+    with httpx.Client(timeout=UPLOAD_TIMEOUT_S) as client:
+        while not stop.is_set():
+            started = time.perf_counter()
+            try:
+                r = client.post(f"{url}/v1/jobs", content=body, headers=headers)
+                if r.status_code != 202:
+                    raise RuntimeError(f"submit answered {r.status_code}: {r.text[:200]}")
+                uploads.record(started, time.perf_counter())
+                client.delete(f"{url}/v1/jobs/{r.json()['id']}").raise_for_status()
+            except (httpx.HTTPError, RuntimeError) as e:
+                with uploads.lock:
+                    uploads.errors.append(str(e))
+                stop.wait(0.5)
+
+
+def submission_body(doc_bytes: int) -> bytes:
+    """A JSON submission of a fake PNG (magic bytes, then zeros) of doc_bytes, base64-encoded."""
+    document = PNG_MAGIC + bytes(doc_bytes - len(PNG_MAGIC))
+    payload = {"document": base64.b64encode(document).decode(), "filename": "bench.png"}
+    return msgspec.json.encode(payload)
+
+
+def time_sync_decode(body: bytes, max_document: int, repeats: int) -> list[float]:
+    """Seconds for decode_json_submission of body, once per repeat, in this process."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        decode_json_submission(body, max_document)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    latencies: list[float]
+    failures: int
+    seconds: float
+    uploads: int = 0
+    upload_latencies: list[float] = field(default_factory=list)
+
+    def pct(self, q: float) -> float:
+        """The q-quantile of the probe latencies, in ms (nearest rank)."""
+        ordered = sorted(self.latencies)
+        if not ordered:
+            return float("nan")
+        index = min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))
+        return ordered[index] * 1000
+
+
+def busy_phase(url: str, body: bytes, args: argparse.Namespace) -> Phase:
+    """Probe while `clients` threads keep uploading; count uploads inside the probe window."""
+    uploads, stop = Uploads(), threading.Event()
+    threads = [
+        threading.Thread(target=upload_loop, args=(url, body, stop, uploads), daemon=True)
+        for _ in range(args.clients)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(args.warmup)  # every client has an upload in flight before probing starts
+        started = time.perf_counter()
+        latencies, failures = run_probes(url, args.probes, args.rate)
+        ended = time.perf_counter()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(UPLOAD_TIMEOUT_S + 5)
+    if uploads.errors:
+        print(f"upload errors ({len(uploads.errors)}), first: {uploads.errors[0]}")
+    return Phase(
+        "busy", latencies, failures, ended - started,
+        uploads.between(started, ended), uploads.latencies,
+    )  # fmt: skip
+
+
+def report(
+    idle: Phase, busy: Phase, doc_bytes: int, body_bytes: int, decode_s: list[float]
+) -> None:
+    """Print the table and the ratios."""
+    print(f"\n{'phase':<6} {'probes':>6} {'fail':>4} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8}")
+    for p in (idle, busy):
+        print(
+            f"{p.name:<6} {len(p.latencies):>6} {p.failures:>4} {p.pct(0.50):>7.2f} "
+            f"{p.pct(0.99):>7.2f} {p.pct(1.0):>8.2f}"
+        )
+    print(f"\np99(busy) / p99(idle) = {busy.pct(0.99) / idle.pct(0.99):.2f}x")
+    rate = busy.uploads / busy.seconds
+    print(
+        f"uploads during busy probing: {busy.uploads} in {busy.seconds:.1f} s = {rate:.2f}/s, "
+        f"{rate * doc_bytes / 1e6:.1f} MB/s of documents ({rate * body_bytes / 1e6:.1f} MB/s "
+        f"of JSON); upload latency p50 {statistics.median(busy.upload_latencies) * 1000:.0f} ms"
+    )
+    print(
+        f"one synchronous decode_json_submission of a {doc_bytes / MIB:.0f} MiB document "
+        f"({body_bytes / 1e6:.1f} MB body): median {statistics.median(decode_s) * 1000:.1f} ms, "
+        f"max {max(decode_s) * 1000:.1f} ms over {len(decode_s)} runs"
+    )
+
+
+def main() -> int:
+    """Parse flags, run both phases against one producer, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="probing time per phase")
+    parser.add_argument("--rate", type=float, default=100.0, help="/healthz probes per second")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent uploaders")
+    parser.add_argument("--doc-mib", type=float, default=10.0, help="document size in MiB")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of uploads first")
+    parser.add_argument("--decode-repeats", type=int, default=5)
+    args = parser.parse_args()
+    args.probes = max(1, round(args.seconds * args.rate))
+    doc_bytes = int(args.doc_mib * MIB)
+    body = submission_body(doc_bytes)
+    decode_s = time_sync_decode(body, doc_bytes, args.decode_repeats)
+    env = {"max_backlog": "1000000000", "max_document_bytes": str(doc_bytes)}
+    with stack.scratch_dir() as tmp, stack.private_redis(tmp) as redis_url:
+        with stack.producer(redis_url, tmp, **env) as url:
+            print(f"producer {url}; idle phase: {args.probes} probes at {args.rate:.0f}/s")
+            started = time.perf_counter()
+            idle_latencies, idle_failures = run_probes(url, args.probes, args.rate)
+            idle = Phase("idle", idle_latencies, idle_failures, time.perf_counter() - started)
+            print(f"busy phase: {args.clients} clients uploading {args.doc_mib:g} MiB JSON")
+            busy = busy_phase(url, body, args)
+    report(idle, busy, doc_bytes, len(body), decode_s)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

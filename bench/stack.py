@@ -1,0 +1,116 @@
+"""Processes for the benchmarks: a private Redis, `ocrq producer`, `ocrq worker`, the fake vLLM.
+
+Everything binds 127.0.0.1 on a free port and is stopped by the ExitStack that started it;
+the Redis on 6379 is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fakevllm.runner import FakeVllm
+from shared.embedded import free_port, start_server
+
+STOP_TIMEOUT_S = 15.0
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:
+    """Poll url until it answers 200; fail with the log's tail if the process dies or stalls."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"process exited with {proc.returncode}:\n{tail}")
+            with contextlib.suppress(httpx.TransportError):
+                if client.get(url).status_code == 200:
+                    return
+            time.sleep(0.1)
+    raise TimeoutError(f"{url} did not answer within {timeout_s} s")
+
+
+@contextlib.contextmanager
+def ocrq_process(
+    command: str, args: list[str], env: Mapping[str, str], health_url: str, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run `ocrq COMMAND ARGS` with OCRQ_* env until the block ends (SIGTERM, then SIGKILL)."""
+    full_env = {**os.environ, **{f"OCRQ_{k.upper()}": v for k, v in env.items()}}
+    with log.open("wb") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ocrq.cli", command, *args],
+            env=full_env, stdout=subprocess.DEVNULL, stderr=log_file,
+        )  # fmt: skip
+    try:
+        wait_http(health_url, proc, log)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(STOP_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def private_redis(tmp: Path) -> Iterator[str]:
+    """A Redis-compatible server of our own on a free port, no persistence; yields its URL."""
+    server = start_server(tmp / "redis", aof=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def producer(redis_url: str, tmp: Path, **env: str) -> Iterator[str]:
+    """`ocrq producer` (uvicorn, one process) on a free port; yields its base URL."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    values = {"redis_url": redis_url, "log_format": "json", "log_level": "warning", **env}
+    args = ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with ocrq_process("producer", args, values, f"{url}/healthz", tmp / "producer.log"):
+        yield url
+
+
+@contextlib.contextmanager
+def worker(redis_url: str, vllm_url: str, tmp: Path, **env: str) -> Iterator[None]:
+    """One `ocrq worker` on the vLLM engine, rendering into a private folder."""
+    port = free_port()
+    shm = tmp / "shm"
+    shm.mkdir(exist_ok=True)
+    values = {
+        "redis_url": redis_url, "engine": "vllm", "vllm_url": vllm_url, "shm_dir": str(shm),
+        "metrics_port": str(port), "log_format": "json", "log_level": "warning",
+        "redis_block_ms": "500", "drain_grace_s": "10", **env,
+    }  # fmt: skip
+    health = f"http://127.0.0.1:{port}/healthz"
+    with ocrq_process("worker", [], values, health, tmp / "worker.log"):
+        yield
+
+
+@contextlib.contextmanager
+def fake_vllm(latency_s: float, max_concurrency: int) -> Iterator[FakeVllm]:
+    """The fake vLLM with a per-image latency, recording no request bodies (long runs)."""
+    with FakeVllm(latency_s=latency_s, max_concurrency=max_concurrency, max_recorded=0) as fake:
+        fake.wait_ready()
+        yield fake
+
+
+@contextlib.contextmanager
+def scratch_dir() -> Iterator[Path]:
+    """A temporary folder for logs, Redis data and rendered pages."""
+    with tempfile.TemporaryDirectory(prefix="ocrq-bench-") as name:
+        yield Path(name)
