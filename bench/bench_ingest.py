@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import multiprocessing
 import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -29,7 +31,10 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import stack
+
+from producer.decoding import clean_base64
 from producer.ingest import decode_json_submission
+from shared.schemas import SubmitBody
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PROBE_TIMEOUT_S = 10.0
@@ -37,18 +42,21 @@ UPLOAD_TIMEOUT_S = 60.0
 MIB = 1024 * 1024
 
 
-def probe_healthz(url: str, count: int, rate_hz: float, conn: Connection) -> None:
-    """Child process: GET url `count` times at rate_hz; send back (latencies in s, failures)."""
+def probe_healthz(url: str, seconds: float, rate_hz: float, conn: Connection) -> None:
+    """Child process: GET url at rate_hz for `seconds`; send back (latencies in s, failures)."""
     latencies: list[float] = []
     failures = 0
     interval = 1.0 / rate_hz
     with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
         client.get(url)  # open the keep-alive connection outside the measurement
         next_at = time.perf_counter()
-        for _ in range(count):
+        deadline = next_at + seconds
+        for _ in range(round(seconds * rate_hz)):
             delay = next_at - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
+            if time.perf_counter() >= deadline:
+                break
             started = time.perf_counter()
             try:
                 ok = client.get(url).status_code == 200
@@ -64,14 +72,14 @@ def probe_healthz(url: str, count: int, rate_hz: float, conn: Connection) -> Non
     conn.close()
 
 
-def run_probes(url: str, count: int, rate_hz: float) -> tuple[list[float], int]:
+def run_probes(url: str, seconds: float, rate_hz: float) -> tuple[list[float], int]:
     """Run the prober in its own process, so the uploaders' GIL never delays its clock."""
     ctx = multiprocessing.get_context("spawn")
     receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=probe_healthz, args=(f"{url}/healthz", count, rate_hz, sender))
+    proc = ctx.Process(target=probe_healthz, args=(f"{url}/healthz", seconds, rate_hz, sender))
     proc.start()
     try:
-        budget_s = count / rate_hz * 3 + 30
+        budget_s = seconds + PROBE_TIMEOUT_S + 30
         if not receiver.poll(budget_s):
             raise TimeoutError(f"prober gave no result within {budget_s:.0f} s")
         latencies, failures = receiver.recv()
@@ -81,6 +89,15 @@ def run_probes(url: str, count: int, rate_hz: float) -> tuple[list[float], int]:
         if proc.is_alive():
             proc.kill()
             proc.join(10)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """What a busy phase's clients send: a phase name, the body and its Content-Type."""
+
+    name: str
+    body: bytes
+    content_type: str
 
 
 @dataclass
@@ -104,9 +121,10 @@ class Uploads:
             return sum(1 for t in self.finished_at if start <= t <= end)
 
 
-def upload_loop(url: str, body: bytes, stop: threading.Event, uploads: Uploads) -> None:
+def upload_loop(url: str, upload: Upload, stop: threading.Event, uploads: Uploads) -> None:
     """Submit the body until stop is set; cancel each job so its document leaves Redis."""
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": upload.content_type}
+    body = upload.body
     with httpx.Client(timeout=UPLOAD_TIMEOUT_S) as client:
         while not stop.is_set():
             started = time.perf_counter()
@@ -122,11 +140,37 @@ def upload_loop(url: str, body: bytes, stop: threading.Event, uploads: Uploads) 
                 stop.wait(0.5)
 
 
-def submission_body(doc_bytes: int) -> bytes:
-    """A JSON submission of a fake PNG (magic bytes, then zeros) of doc_bytes, base64-encoded."""
-    document = PNG_MAGIC + bytes(doc_bytes - len(PNG_MAGIC))
+def fake_png(doc_bytes: int) -> bytes:
+    """PNG magic bytes then zeros: accepted at ingest, whose type sniffing reads the magic."""
+    return PNG_MAGIC + bytes(doc_bytes - len(PNG_MAGIC))
+
+
+def submission_body(document: bytes) -> bytes:
+    """A JSON submission of the document, base64-encoded."""
     payload = {"document": base64.b64encode(document).decode(), "filename": "bench.png"}
     return msgspec.json.encode(payload)
+
+
+def time_gil_steps(body: bytes, repeats: int) -> dict[str, float]:
+    """Median ms of the single C calls inside the decode that hold the GIL from start to end."""
+    submit = msgspec.json.decode(body, type=SubmitBody)
+    text = submit.document.encode("ascii", "replace")
+    clean = clean_base64(text)
+    steps: dict[str, Callable[[], object]] = {
+        "msgspec JSON decode": lambda: msgspec.json.decode(body, type=SubmitBody),
+        "str.encode('ascii')": lambda: submit.document.encode("ascii", "replace"),
+        "clean_base64 (translate + pad)": lambda: clean_base64(text),
+        "a2b_base64 of one 1 MiB slice": lambda: binascii.a2b_base64(clean[:MIB], strict_mode=True),
+    }
+    medians = {}
+    for name, step in steps.items():
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - started)
+        medians[name] = statistics.median(times) * 1000
+    return medians
 
 
 def time_sync_decode(body: bytes, max_document: int, repeats: int) -> list[float]:
@@ -145,6 +189,7 @@ class Phase:
     latencies: list[float]
     failures: int
     seconds: float
+    body_bytes: int = 0
     uploads: int = 0
     upload_latencies: list[float] = field(default_factory=list)
 
@@ -157,11 +202,11 @@ class Phase:
         return ordered[index] * 1000
 
 
-def busy_phase(url: str, body: bytes, args: argparse.Namespace) -> Phase:
+def busy_phase(url: str, upload: Upload, args: argparse.Namespace) -> Phase:
     """Probe while `clients` threads keep uploading; count uploads inside the probe window."""
     uploads, stop = Uploads(), threading.Event()
     threads = [
-        threading.Thread(target=upload_loop, args=(url, body, stop, uploads), daemon=True)
+        threading.Thread(target=upload_loop, args=(url, upload, stop, uploads), daemon=True)
         for _ in range(args.clients)
     ]
     for t in threads:
@@ -169,7 +214,7 @@ def busy_phase(url: str, body: bytes, args: argparse.Namespace) -> Phase:
     try:
         time.sleep(args.warmup)  # every client has an upload in flight before probing starts
         started = time.perf_counter()
-        latencies, failures = run_probes(url, args.probes, args.rate)
+        latencies, failures = run_probes(url, args.seconds, args.rate)
         ended = time.perf_counter()
     finally:
         stop.set()
@@ -178,37 +223,44 @@ def busy_phase(url: str, body: bytes, args: argparse.Namespace) -> Phase:
     if uploads.errors:
         print(f"upload errors ({len(uploads.errors)}), first: {uploads.errors[0]}")
     return Phase(
-        "busy", latencies, failures, ended - started,
+        upload.name, latencies, failures, ended - started, len(upload.body),
         uploads.between(started, ended), uploads.latencies,
     )  # fmt: skip
 
 
-def report(
-    idle: Phase, busy: Phase, doc_bytes: int, body_bytes: int, decode_s: list[float]
-) -> None:
-    """Print the table and the ratios."""
-    print(f"\n{'phase':<6} {'probes':>6} {'fail':>4} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8}")
-    for p in (idle, busy):
+def print_table(phases: list[Phase], doc_bytes: int) -> None:
+    """Probe latencies and upload throughput per phase, then p99 ratios against the first."""
+    print(
+        f"\n{'phase':<6} {'probes':>6} {'fail':>4} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
+        f"{'uploads/s':>9} {'doc MB/s':>8} {'body MB/s':>9} {'upload p50 ms':>13}"
+    )
+    for p in phases:
+        rate = p.uploads / p.seconds
+        upload_p50 = statistics.median(p.upload_latencies) * 1000 if p.upload_latencies else 0
         print(
             f"{p.name:<6} {len(p.latencies):>6} {p.failures:>4} {p.pct(0.50):>7.2f} "
-            f"{p.pct(0.99):>7.2f} {p.pct(1.0):>8.2f}"
+            f"{p.pct(0.99):>7.2f} {p.pct(1.0):>8.2f} {rate:>9.2f} {rate * doc_bytes / 1e6:>8.1f} "
+            f"{rate * p.body_bytes / 1e6:>9.1f} {upload_p50:>13.0f}"
         )
-    print(f"\np99(busy) / p99(idle) = {busy.pct(0.99) / idle.pct(0.99):.2f}x")
-    rate = busy.uploads / busy.seconds
+    base = phases[0]
+    for p in phases[1:]:
+        print(f"p99({p.name}) / p99({base.name}) = {p.pct(0.99) / base.pct(0.99):.2f}x")
+
+
+def print_decode(decode_s: list[float], steps: dict[str, float], doc_bytes: int) -> None:
+    """The synchronous decode time and its longest uninterruptible steps."""
     print(
-        f"uploads during busy probing: {busy.uploads} in {busy.seconds:.1f} s = {rate:.2f}/s, "
-        f"{rate * doc_bytes / 1e6:.1f} MB/s of documents ({rate * body_bytes / 1e6:.1f} MB/s "
-        f"of JSON); upload latency p50 {statistics.median(busy.upload_latencies) * 1000:.0f} ms"
-    )
-    print(
-        f"one synchronous decode_json_submission of a {doc_bytes / MIB:.0f} MiB document "
-        f"({body_bytes / 1e6:.1f} MB body): median {statistics.median(decode_s) * 1000:.1f} ms, "
+        f"\none synchronous decode_json_submission of a {doc_bytes / MIB:g} MiB document: "
+        f"median {statistics.median(decode_s) * 1000:.1f} ms, "
         f"max {max(decode_s) * 1000:.1f} ms over {len(decode_s)} runs"
     )
+    print("longest single GIL-holding steps inside it (median ms):")
+    for name, ms in steps.items():
+        print(f"  {name:<32} {ms:>6.1f}")
 
 
 def main() -> int:
-    """Parse flags, run both phases against one producer, print the table."""
+    """Parse flags, run the phases against one producer, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="probing time per phase")
     parser.add_argument("--rate", type=float, default=100.0, help="/healthz probes per second")
@@ -216,21 +268,30 @@ def main() -> int:
     parser.add_argument("--doc-mib", type=float, default=10.0, help="document size in MiB")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of uploads first")
     parser.add_argument("--decode-repeats", type=int, default=5)
+    parser.add_argument(
+        "--no-raw", action="store_true", help="skip the raw-upload phase (no base64 decode)"
+    )
     args = parser.parse_args()
-    args.probes = max(1, round(args.seconds * args.rate))
     doc_bytes = int(args.doc_mib * MIB)
-    body = submission_body(doc_bytes)
+    document = fake_png(doc_bytes)
+    body = submission_body(document)
     decode_s = time_sync_decode(body, doc_bytes, args.decode_repeats)
+    steps = time_gil_steps(body, args.decode_repeats)
+    uploads = [Upload("json", body, "application/json")]
+    if not args.no_raw:
+        uploads.append(Upload("raw", document, "image/png"))
     env = {"max_backlog": "1000000000", "max_document_bytes": str(doc_bytes)}
     with stack.scratch_dir() as tmp, stack.private_redis(tmp) as redis_url:
         with stack.producer(redis_url, tmp, **env) as url:
-            print(f"producer {url}; idle phase: {args.probes} probes at {args.rate:.0f}/s")
+            print(f"producer {url}; idle phase: {args.seconds:g} s at {args.rate:g} probes/s")
             started = time.perf_counter()
-            idle_latencies, idle_failures = run_probes(url, args.probes, args.rate)
-            idle = Phase("idle", idle_latencies, idle_failures, time.perf_counter() - started)
-            print(f"busy phase: {args.clients} clients uploading {args.doc_mib:g} MiB JSON")
-            busy = busy_phase(url, body, args)
-    report(idle, busy, doc_bytes, len(body), decode_s)
+            latencies, failures = run_probes(url, args.seconds, args.rate)
+            phases = [Phase("idle", latencies, failures, time.perf_counter() - started)]
+            for upload in uploads:
+                print(f"{upload.name} phase: {args.clients} clients uploading {args.doc_mib:g} MiB")
+                phases.append(busy_phase(url, upload, args))
+    print_table(phases, doc_bytes)
+    print_decode(decode_s, steps, doc_bytes)
     return 0
 
 

@@ -39,7 +39,9 @@ class Engine(Protocol):
     model: str
     profile: str
 
-    async def recognise(self, pages: list[PageImage], *, profile: str | None = None) -> EngineOutput:
+    async def recognise(
+        self, pages: list[PageImage], *, profile: str | None = None
+    ) -> EngineOutput:
         """OCR one micro-batch; raise OcrqError (transient or permanent code) on failure.
 
         ``profile`` names a model profile (vLLM); None means the engine's default. Engines
