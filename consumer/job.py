@@ -7,11 +7,12 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import structlog
+from redis.exceptions import RedisError
 
 from consumer.assemble import assemble
 from consumer.engines.base import Engine, EngineOutput
@@ -87,6 +88,8 @@ class JobRunner:
         self.metrics.in_flight.inc()
         try:
             await self._run_claimed(d)
+        except (RedisError, OSError) as e:  # the entry stays pending: a reclaim retries it
+            log.error("job", outcome="interrupted", error=str(e))
         finally:
             self.metrics.in_flight.dec()
 
@@ -130,10 +133,15 @@ class JobRunner:
         async def beat() -> None:
             while True:
                 await asyncio.sleep(interval)
-                if not await self.store.touch(d.lane, d.entry, self.me):
+                try:
+                    owned = await self.store.touch(d.lane, d.entry, self.me)
+                    status = await self.store.redis.hget(self.store.keys.job(d.job_id), "status")
+                except (RedisError, OSError) as e:  # a blip: keep working, try again next beat
+                    log.warning("heartbeat_failed", error=str(e))
+                    continue
+                if not owned:
                     reason.append("another worker owns the entry")
                     return
-                status = await self.store.redis.hget(self.store.keys.job(d.job_id), "status")
                 if status != b"processing":
                     reason.append(f"job is {status!r}" if status else "job is gone")
                     return

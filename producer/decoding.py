@@ -7,50 +7,68 @@ import re
 
 from shared.errors import ErrorCode, OcrqError
 
-_DATA_URI = re.compile(rb"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
+_DATA_URI = re.compile(r"^\s*data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
 _WHITESPACE = b" \t\r\n\f\v"
 _URLSAFE = bytes.maketrans(b"-_", b"+/")
-# 1 MiB of base64 per C call: each slice holds the GIL for about a millisecond, so a thread
-# decoding 10 MB lets the event loop run between slices.
-_SLICE = 1 << 20
+# 1 MiB of text per step: each step (encode, translate, a2b) holds the GIL for a few ms at
+# most, so a thread decoding 10 MB lets the event loop run between steps.
+SLICE = 1 << 20
 
 
-def split_data_uri(text: bytes) -> tuple[str | None, bytes]:
-    """Strip a ``data:<type>;base64,`` prefix; return (declared type, base64 text)."""
-    head = text[:256].lstrip()
-    match = _DATA_URI.match(head)
+def too_large(limit: int) -> OcrqError:
+    """The 413 for a document over the limit."""
+    return OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
+
+
+def split_data_uri(text: str) -> tuple[str | None, int]:
+    """The declared type of a ``data:<type>;base64,`` prefix and where the base64 starts."""
+    match = _DATA_URI.match(text[:512])
     if not match:
-        return None, text.strip()
-    offset = len(text) - len(text.lstrip()) + match.end()
-    declared = match.group(1).decode().lower() if match.group(1) else None
-    return declared, text[offset:]
+        return None, 0
+    declared = match.group(1).lower() if match.group(1) else None
+    return declared, match.end()
 
 
-def decoded_size(b64: bytes) -> int:
-    """Bytes a clean base64 text decodes to (padding or not)."""
-    stripped = b64.rstrip(b"=")
-    return len(stripped) * 3 // 4
+def clean_slice(text: str, start: int) -> bytes:
+    """One slice as strict standard base64 bytes: whitespace dropped, URL-safe mapped."""
+    try:
+        raw = text[start : start + SLICE].encode("ascii")
+    except UnicodeEncodeError as e:
+        where = start + e.start
+        raise OcrqError(
+            ErrorCode.INVALID_BASE64, f"document: not base64 at character {where}"
+        ) from e
+    return raw.translate(_URLSAFE, _WHITESPACE)
 
 
-def clean_base64(b64: bytes) -> bytes:
-    """Drop whitespace, map the URL-safe alphabet, restore missing padding."""
-    clean = b64.translate(_URLSAFE, _WHITESPACE).rstrip(b"=")
-    if len(clean) % 4 == 1:
+def decode_quartets(clean: bytes, where: int) -> bytes:
+    """Strictly decode whole 4-character groups; invalid_base64 names where it failed."""
+    try:
+        return binascii.a2b_base64(clean, strict_mode=True)
+    except binascii.Error as e:
+        raise OcrqError(
+            ErrorCode.INVALID_BASE64, f"document: not valid base64 near character {where} ({e})"
+        ) from e
+
+
+def decode_document(text: str, max_document: int) -> tuple[str | None, bytes]:
+    """(declared type, bytes) of a base64 or data-URI document; 413 as soon as it passes max."""
+    declared, offset = split_data_uri(text)
+    out, carry = bytearray(), b""
+    for start in range(offset, len(text), SLICE):
+        piece = carry + clean_slice(text, start)
+        cut = len(piece) - len(piece) % 4
+        out += decode_quartets(piece[:cut], start)
+        carry = piece[cut:]
+        if len(out) > max_document:
+            raise too_large(max_document)
+    tail = carry.rstrip(b"=")
+    if len(tail) == 1:
         raise OcrqError(ErrorCode.INVALID_BASE64, "document: base64 text has a dangling character")
-    return clean + b"=" * (-len(clean) % 4)
-
-
-def decode_base64(clean: bytes) -> bytes:
-    """Decode strictly, slice by slice; raise invalid_base64 naming the offset of the problem."""
-    out = bytearray()
-    for start in range(0, len(clean), _SLICE):
-        piece = clean[start : start + _SLICE]
-        try:
-            out += binascii.a2b_base64(piece, strict_mode=True)
-        except binascii.Error as e:
-            raise OcrqError(
-                ErrorCode.INVALID_BASE64, f"document: not valid base64 near byte {start} ({e})"
-            ) from e
+    if tail:
+        out += decode_quartets(tail + b"=" * (-len(tail) % 4), len(text))
     if not out:
         raise OcrqError(ErrorCode.INVALID_REQUEST, "document: empty")
-    return bytes(out)
+    if len(out) > max_document:
+        raise too_large(max_document)
+    return declared, bytes(out)

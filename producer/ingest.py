@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 from multipart import MultipartSegment, ParserError, PushMultipartParser
 
-from producer.decoding import clean_base64, decode_base64, decoded_size, split_data_uri
+from producer.decoding import decode_document, too_large
 from shared.errors import ErrorCode, OcrqError
 from shared.schemas import JobOptions, SubmitBody
 from shared.sniff import SUPPORTED, sniff_media_type
@@ -27,11 +27,6 @@ class Submission(msgspec.Struct, kw_only=True):
     media_type: str
     filename: str | None
     options: JobOptions
-
-
-def too_large(limit: int) -> OcrqError:
-    """The 413 for a document over the limit."""
-    return OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
 
 
 def json_body_limit(max_document: int) -> int:
@@ -84,23 +79,24 @@ def decode_json_submission(body: bytes, max_document: int) -> Submission:
         raise OcrqError(ErrorCode.INVALID_REQUEST, f"body: {e}") from e
     except msgspec.DecodeError as e:
         raise OcrqError(ErrorCode.INVALID_REQUEST, f"body is not valid JSON: {e}") from e
-    declared, b64 = split_data_uri(submit.document.encode("ascii", "replace"))
-    clean = clean_base64(b64)
-    if decoded_size(clean) > max_document:
-        raise too_large(max_document)
-    data = decode_base64(clean)
-    if len(data) > max_document:
-        raise too_large(max_document)
+    declared, data = decode_document(submit.document, max_document)
     media_type = sniffed(data, declared, submit.filename)
     return Submission(
         data=data, media_type=media_type, filename=submit.filename, options=submit.options
     )
 
 
-async def read_json(chunks: AsyncIterator[bytes], max_document: int) -> Submission:
-    """Format 1: JSON with a base64 or data-URI document."""
+async def read_json(
+    chunks: AsyncIterator[bytes], max_document: int, decode_gate: asyncio.Semaphore
+) -> Submission:
+    """Format 1: JSON with a base64 or data-URI document.
+
+    Decoding runs in a thread, one at a time per process: several decoding threads would
+    take turns on the GIL ahead of the event loop and stall every other request.
+    """
     body = await read_bounded(chunks, json_body_limit(max_document), max_document)
-    return await asyncio.to_thread(decode_json_submission, body, max_document)
+    async with decode_gate:
+        return await asyncio.to_thread(decode_json_submission, body, max_document)
 
 
 async def read_raw(

@@ -40,7 +40,7 @@ async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submi
             raise OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
     chunks = request.stream()
     if content_type == "application/json":
-        return await read_json(chunks, limit)
+        return await read_json(chunks, limit, rt.decode_gate)
     if content_type == "multipart/form-data":
         boundary = params.get("boundary")
         if not boundary:

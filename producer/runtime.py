@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 from producer.auth import Authenticator
 from producer.events import EventHub
@@ -20,3 +21,4 @@ class Runtime:
     events: EventHub
     auth: Authenticator
     metrics: ProducerMetrics
+    decode_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))

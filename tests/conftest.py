@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before pymupdf pulls in onnxruntime
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 import redis.asyncio as aioredis
-from stack import wait_http
+from stack import start_producer, stop
 
-from shared.embedded import EmbeddedServer, free_port, start_server
+from shared.embedded import EmbeddedServer, start_server
 from shared.settings import Settings, load_settings
 from shared.store import JobStore, make_redis
 
@@ -78,17 +76,8 @@ async def store(aredis: aioredis.Redis, settings: Settings) -> JobStore:
 @pytest.fixture
 def live_producer(settings: Settings) -> Iterator[str]:
     """`ocrq producer` as a real uvicorn process on a free port; yields its base URL."""
-    port = free_port()
-    env = {**os.environ, "OCRQ_REDIS_URL": settings.redis_url, "OCRQ_LOG_FORMAT": "json",
-           "OCRQ_LOG_LEVEL": "warning"}  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ocrq.cli", "producer", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_producer(settings.redis_url)
     try:
-        wait_http(f"{url}/healthz", proc)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop(proc)

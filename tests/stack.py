@@ -129,3 +129,32 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) 
             pass
         time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer")
+
+
+def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`ocrq producer` with extra OCRQ_* settings (names without prefix); process and URL."""
+    port = free_port()
+    settings = {"REDIS_URL": redis_url, "LOG_FORMAT": "json", "LOG_LEVEL": "warning"}
+    settings.update({k.upper(): v for k, v in env.items()})
+    full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in settings.items()}}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ocrq.cli", "producer", "--port", str(port)],
+        env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/healthz", proc)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, url
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a process we started, killing it if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

@@ -2,47 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from stack import Stack, wait_http
+from stack import Stack, start_producer, stop
 
 from fakevllm.runner import FakeVllm
-from shared.embedded import free_port
 from shared.settings import Settings
-
-
-def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`ocrq producer` with extra OCRQ_* settings (names without prefix); process and URL."""
-    port = free_port()
-    settings = {"REDIS_URL": redis_url, "LOG_FORMAT": "json", "LOG_LEVEL": "warning"}
-    settings.update({k.upper(): v for k, v in env.items()})
-    full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in settings.items()}}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ocrq.cli", "producer", "--port", str(port)],
-        env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/healthz", proc)
-    except BaseException:
-        proc.kill()
-        raise
-    return proc, url
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate a process we started, killing it if it lingers."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

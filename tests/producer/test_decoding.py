@@ -6,15 +6,15 @@ import base64
 
 import pytest
 
-from producer.decoding import clean_base64, decode_base64, decoded_size, split_data_uri
+from producer.decoding import SLICE, decode_document
 from shared.errors import ErrorCode, OcrqError
 
 DATA = bytes(range(256)) * 41  # crosses every byte value, odd length
+LIMIT = 10 * 1024 * 1024
 
 
-def decode(text: str) -> bytes:
-    _, b64 = split_data_uri(text.encode())
-    return decode_base64(clean_base64(b64))
+def decode(text: str, limit: int = LIMIT) -> bytes:
+    return decode_document(text, limit)[1]
 
 
 def test_standard_urlsafe_unpadded_and_wrapped_text_all_decode() -> None:
@@ -26,21 +26,39 @@ def test_standard_urlsafe_unpadded_and_wrapped_text_all_decode() -> None:
 
 
 def test_a_data_uri_prefix_is_stripped_and_its_type_reported() -> None:
-    declared, b64 = split_data_uri(b"data:image/png;name=a.png;base64,AAAA")
-    assert declared == "image/png" and b64 == b"AAAA"
+    declared, data = decode_document(" data:image/png;name=a.png;base64,AAEC", LIMIT)
+    assert declared == "image/png" and data == b"\x00\x01\x02"
 
 
-def test_decoded_size_is_known_before_decoding() -> None:
-    assert decoded_size(clean_base64(base64.b64encode(DATA))) == len(DATA)
-
-
-@pytest.mark.parametrize("text", ["AAA*", "A", "AA=A", "QUJD\x00"])
+@pytest.mark.parametrize("text", ["AAA*", "A", "AA=A", "QUJD\x00", "QUJDé", "QQ==QUJD"])
 def test_bad_base64_is_invalid_base64(text: str) -> None:
     with pytest.raises(OcrqError) as err:
         decode(text)
     assert err.value.code is ErrorCode.INVALID_BASE64
 
 
+def test_nothing_to_decode_is_invalid_request() -> None:
+    with pytest.raises(OcrqError) as err:
+        decode("data:application/pdf;base64,")
+    assert err.value.code is ErrorCode.INVALID_REQUEST
+
+
 def test_decoding_across_slice_boundaries_is_exact() -> None:
-    big = bytes(range(256)) * 20_000  # 5 MB: several 1 MiB slices
-    assert decode(base64.b64encode(big).decode()) == big
+    big = bytes(range(256)) * 20_000  # 5 MB: several slices
+    text = base64.b64encode(big).decode()
+    assert decode(text) == big
+    # whitespace that shifts every slice off the 4-character grid
+    assert decode(" " + "\n".join(text[i : i + 999] for i in range(0, len(text), 999))) == big
+
+
+def test_padding_split_across_a_slice_boundary_decodes() -> None:
+    data = b"x" * (SLICE // 4 * 3 - 1)  # base64 ends with one '=' exactly at the slice end
+    text = base64.b64encode(data).decode() + "="  # a stray extra pad lands in the next slice
+    assert decode(text) == data
+
+
+def test_a_document_over_the_limit_stops_decoding_with_413() -> None:
+    with pytest.raises(OcrqError) as err:
+        decode(base64.b64encode(b"\0" * 5000).decode(), limit=4999)
+    assert err.value.code is ErrorCode.PAYLOAD_TOO_LARGE
+    assert decode(base64.b64encode(b"\0" * 5000).decode(), limit=5000) == b"\0" * 5000

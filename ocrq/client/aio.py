@@ -1,0 +1,147 @@
+"""The asyncio ocrq client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterable
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from ocrq.client import calls
+from ocrq.client.calls import Call, ClientBase, Job, JobRef
+from ocrq.client.errors import ApiError, Conflict, checked, conflict_or_failure
+from ocrq.client.pacing import Deadline, LongPoll
+from ocrq.client.upload import Source, prepare_upload
+from shared.schemas import JobView, Result
+
+T = TypeVar("T")
+
+
+async def gather_or_cancel(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run concurrently, in order; on the first error the rest are cancelled, not orphaned."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+class AsyncClient(ClientBase[httpx.AsyncClient]):
+    """asyncio client; one httpx.AsyncClient, reused by every call."""
+
+    def _connect(self, **options: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**options)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _send(
+        self, call: Call, content: AsyncIterator[bytes] | None = None
+    ) -> httpx.Response:
+        with self._reaching():
+            response = await self._http.request(**self._request_args(call, content))
+        return checked(response)
+
+    async def _send_for_result(self, job: JobRef, call: Call) -> httpx.Response:
+        try:
+            return await self._send(call)
+        except Conflict as e:
+            raise conflict_or_failure(e, await self.status(job)) from e
+
+    async def submit(
+        self,
+        source: Source,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> Job:
+        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After)."""
+        upload = await asyncio.to_thread(prepare_upload, source, filename)
+        call = calls.submit(upload, options, idempotency_key)
+        attempt = 0
+        while True:
+            try:
+                return calls.decode(await self._send(call, upload.achunks()), Job)
+            except ApiError as e:
+                delay = self._resubmit_delay(e, attempt)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    async def status(self, job: JobRef, *, wait: int = 0) -> JobView:
+        """The job's view; ``wait`` > 0 long-polls until it changes (at most that long)."""
+        return calls.decode(await self._send(calls.status(job, wait)), JobView)
+
+    async def wait(
+        self,
+        job: JobRef,
+        *,
+        timeout: float = 300.0,  # noqa: ASYNC109 - one deadline over many long-polls
+        raise_on_failure: bool = False,
+    ) -> JobView:
+        """Long-poll until the job is terminal; WaitTimeout past ``timeout`` seconds."""
+        poll = LongPoll(timeout, raise_on_failure)
+        view = await self.status(job)
+        while (seconds := poll.next_wait(view)) is not None:
+            view = await self.status(job, wait=seconds)
+        return view
+
+    async def result(self, job: JobRef) -> Result:
+        """The result; JobFailed (the job's code) when it failed, Conflict when not ready."""
+        return calls.decode(await self._send_for_result(job, calls.result(job)), Result)
+
+    async def markdown(self, job: JobRef) -> str:
+        """The result as Markdown."""
+        return (await self._send_for_result(job, calls.result(job, markdown=True))).text
+
+    async def cancel(self, job: JobRef) -> str:
+        """Cancel an active job or delete a finished one; the new status."""
+        return calls.new_status(await self._send(calls.cancel(job)))
+
+    async def submit_many(
+        self, sources: Iterable[Source], *, concurrency: int = 8, **options: Any
+    ) -> list[Job | ApiError]:
+        """Upload concurrently; in order, an upload that failed holds its ApiError."""
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(source: Source) -> Job | ApiError:
+            async with gate:
+                try:
+                    return await self.submit(source, **options)
+                except ApiError as e:
+                    return e
+
+        return await gather_or_cancel(one(s) for s in sources)
+
+    async def wait_many(
+        self,
+        jobs: Iterable[JobRef],
+        *,
+        timeout: float = 300.0,  # noqa: ASYNC109 - one deadline shared by every job
+        concurrency: int = 32,
+        raise_on_failure: bool = False,
+    ) -> list[JobView]:
+        """Wait for every job, ``concurrency`` long-polls at a time, one shared deadline."""
+        deadline = Deadline(timeout)
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def one(job: JobRef) -> JobView:
+            async with gate:
+                left = deadline.left()
+                return await self.wait(job, timeout=left, raise_on_failure=raise_on_failure)
+
+        return await gather_or_cancel(one(j) for j in jobs)

@@ -1,0 +1,142 @@
+"""The API's requests as data, and the settings and plumbing both clients share around them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from ocrq.client.errors import ApiError, unreachable
+from ocrq.client.pacing import MAX_RETRY_SLEEP_S, SUBMIT_RETRIES, resubmit_delay
+from ocrq.client.upload import Upload, query_params
+from shared.schemas import JobView
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+T = TypeVar("T")
+HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
+
+
+class Job(msgspec.Struct, frozen=True, kw_only=True):
+    """An accepted submission."""
+
+    id: str
+    status: str
+    created_at: str
+
+
+JobRef = Job | JobView | str
+
+
+def job_path(job: JobRef, suffix: str = "") -> str:
+    """``/v1/jobs/{id}``; the id is quoted so a bad one cannot address another route."""
+    job_id = job if isinstance(job, str) else job.id
+    return f"/v1/jobs/{quote(job_id, safe='')}{suffix}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API request short of its body; either client sends it with its own I/O."""
+
+    method: str
+    path: str
+    params: dict[str, str] | None = None
+    headers: dict[str, str] | None = None
+    extra_s: float = 0.0  # a long-poll's wait, on top of the client's timeout
+
+
+def submit(upload: Upload, options: dict[str, Any], idempotency_key: str | None) -> Call:
+    """The upload of a document, options as query parameters."""
+    params, headers = query_params(upload, options), upload.headers(idempotency_key)
+    return Call("POST", "/v1/jobs", params=params, headers=headers)
+
+
+def status(job: JobRef, wait: int) -> Call:
+    """The job's view; a long-poll of ``wait`` seconds when > 0."""
+    params = {"wait": str(wait)} if wait else None
+    return Call("GET", job_path(job), params=params, extra_s=wait)
+
+
+def result(job: JobRef, *, markdown: bool = False) -> Call:
+    """The job's result, as JSON or as Markdown."""
+    headers = {"Accept": "text/markdown"} if markdown else None
+    return Call("GET", job_path(job, "/result"), headers=headers)
+
+
+def cancel(job: JobRef) -> Call:
+    """Cancel an active job or delete a finished one."""
+    return Call("DELETE", job_path(job))
+
+
+def decode(response: httpx.Response, kind: type[T]) -> T:
+    """The response body as a msgspec type."""
+    return msgspec.json.decode(response.content, type=kind)
+
+
+def new_status(response: httpx.Response) -> str:
+    """The status a cancel left the job in."""
+    return decode(response, dict[str, str])["status"]
+
+
+def client_headers(api_key: str | None) -> dict[str, str]:
+    """Headers sent with every request."""
+    headers = {"User-Agent": "ocrq-client/0.1", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def http_timeout(seconds: float) -> httpx.Timeout:
+    """A timeout for every phase, connect capped at 10 s."""
+    return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+
+class ClientBase(Generic[HttpT]):
+    """What Client and AsyncClient share: settings, one connection pool, how a Call is sent."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        submit_retries: int = SUBMIT_RETRIES,
+        retry_sleep_max_s: float = MAX_RETRY_SLEEP_S,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.submit_retries = submit_retries
+        self.retry_sleep_max_s = retry_sleep_max_s
+        self._http: HttpT = self._connect(
+            base_url=self.base_url, headers=client_headers(api_key), timeout=http_timeout(timeout)
+        )
+
+    def _connect(self, **options: Any) -> HttpT:
+        raise NotImplementedError
+
+    def _request_args(self, call: Call, content: object = None) -> dict[str, Any]:
+        """The arguments of httpx's ``request`` for ``call``."""
+        return {
+            "method": call.method,
+            "url": call.path,
+            "params": call.params,
+            "headers": call.headers,
+            "content": content,
+            "timeout": http_timeout(self.timeout + call.extra_s),
+        }
+
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Turns a transport failure into Unavailable."""
+        try:
+            yield
+        except httpx.TransportError as e:
+            raise unreachable(e, self.base_url) from e
+
+    def _resubmit_delay(self, error: ApiError, attempt: int) -> float | None:
+        return resubmit_delay(error, attempt, self.submit_retries, self.retry_sleep_max_s)

@@ -1,0 +1,120 @@
+"""The synchronous ocrq client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from ocrq.client import calls
+from ocrq.client.calls import Call, ClientBase, Job, JobRef
+from ocrq.client.errors import ApiError, Conflict, checked, conflict_or_failure
+from ocrq.client.pacing import Deadline, LongPoll
+from ocrq.client.upload import Source, prepare_upload
+from shared.schemas import JobView, Result
+
+
+class Client(ClientBase[httpx.Client]):
+    """Synchronous client; one httpx.Client, reused by every call (and thread-safe)."""
+
+    def _connect(self, **options: Any) -> httpx.Client:
+        return httpx.Client(**options)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def _send(self, call: Call, content: Iterator[bytes] | None = None) -> httpx.Response:
+        with self._reaching():
+            response = self._http.request(**self._request_args(call, content))
+        return checked(response)
+
+    def _send_for_result(self, job: JobRef, call: Call) -> httpx.Response:
+        try:
+            return self._send(call)
+        except Conflict as e:
+            raise conflict_or_failure(e, self.status(job)) from e
+
+    def submit(
+        self,
+        source: Source,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+        **options: Any,
+    ) -> Job:
+        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After)."""
+        upload = prepare_upload(source, filename)
+        call = calls.submit(upload, options, idempotency_key)
+        attempt = 0
+        while True:
+            try:
+                return calls.decode(self._send(call, upload.chunks()), Job)
+            except ApiError as e:
+                delay = self._resubmit_delay(e, attempt)
+                if delay is None:
+                    raise
+                time.sleep(delay)
+                attempt += 1
+
+    def status(self, job: JobRef, *, wait: int = 0) -> JobView:
+        """The job's view; ``wait`` > 0 long-polls until it changes (at most that long)."""
+        return calls.decode(self._send(calls.status(job, wait)), JobView)
+
+    def wait(
+        self, job: JobRef, *, timeout: float = 300.0, raise_on_failure: bool = False
+    ) -> JobView:
+        """Long-poll until the job is terminal; WaitTimeout past ``timeout`` seconds."""
+        poll = LongPoll(timeout, raise_on_failure)
+        view = self.status(job)
+        while (seconds := poll.next_wait(view)) is not None:
+            view = self.status(job, wait=seconds)
+        return view
+
+    def result(self, job: JobRef) -> Result:
+        """The result; JobFailed (the job's code) when it failed, Conflict when not ready."""
+        return calls.decode(self._send_for_result(job, calls.result(job)), Result)
+
+    def markdown(self, job: JobRef) -> str:
+        """The result as Markdown."""
+        return self._send_for_result(job, calls.result(job, markdown=True)).text
+
+    def cancel(self, job: JobRef) -> str:
+        """Cancel an active job or delete a finished one; the new status."""
+        return calls.new_status(self._send(calls.cancel(job)))
+
+    def submit_many(
+        self, sources: Iterable[Source], *, concurrency: int = 4, **options: Any
+    ) -> list[Job | ApiError]:
+        """Upload in threads; in order, an upload that failed holds its ApiError."""
+
+        def one(source: Source) -> Job | ApiError:
+            try:
+                return self.submit(source, **options)
+            except ApiError as e:
+                return e
+
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            return list(pool.map(one, sources))
+
+    def wait_many(
+        self, jobs: Iterable[JobRef], *, timeout: float = 300.0, raise_on_failure: bool = False
+    ) -> list[JobView]:
+        """Wait for every job (one shared deadline); jobs run in parallel on the server."""
+        deadline = Deadline(timeout)
+        return [
+            self.wait(job, timeout=deadline.left(), raise_on_failure=raise_on_failure)
+            for job in jobs
+        ]
