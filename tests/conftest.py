@@ -13,6 +13,7 @@ import redis
 import redis.asyncio as aioredis
 from stack import start_producer, stop
 
+from fakevllm.runner import FakeVllm
 from shared.embedded import EmbeddedServer, start_server
 from shared.settings import Settings, load_settings
 from shared.store import JobStore, make_redis
@@ -81,3 +82,35 @@ def live_producer(settings: Settings) -> Iterator[str]:
         yield url
     finally:
         stop(proc)
+
+
+# Everything a test may change at run time, back at its default.
+FAKE_RESET = {
+    "fail_next": 0,
+    "fail_rate": 0.0,
+    "fail_status": 503,
+    "hang_next": 0,
+    "hang_rate": 0.0,
+    "drop_next": 0,
+    "drop_rate": 0.0,
+    "truncate_next": 0,
+    "max_concurrency": 256,
+    "latency_s": 0.0,
+    "slow_start_s": 0.0,
+}
+
+
+@pytest.fixture(scope="module")
+def shared_fake() -> Iterator[FakeVllm]:
+    """A default fake vLLM (unlimited-ocr) for the whole module."""
+    with FakeVllm() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake(shared_fake: FakeVllm) -> Iterator[FakeVllm]:
+    """The module's fake with no recorded requests and no failure injection."""
+    shared_fake.configure(**FAKE_RESET)
+    shared_fake.clear()
+    yield shared_fake
+    shared_fake.configure(**FAKE_RESET)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -21,14 +21,6 @@ from shared.errors import ErrorCode, OcrqError
 from shared.settings import Settings
 
 DEEPSEEK_MODEL = "deepseek-ai/DeepSeek-OCR"
-RESET = {
-    "fail_next": 0,
-    "fail_status": 503,
-    "hang_next": 0,
-    "drop_next": 0,
-    "truncate_next": 0,
-    "slow_start_s": 0.0,
-}
 
 
 def render_page(folder: Path, number: int, width: int, height: int, fmt: str = "png") -> PageImage:
@@ -47,21 +39,6 @@ def render_page(folder: Path, number: int, width: int, height: int, fmt: str = "
 
 def make_engine(client: httpx.AsyncClient, url: str, **settings: Any) -> VllmEngine:
     return VllmEngine(Settings(**{"vllm_url": url, "engine_timeout_s": 20.0, **settings}), client)
-
-
-@pytest.fixture(scope="module")
-def shared_fake() -> Iterator[FakeVllm]:
-    with FakeVllm() as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(shared_fake: FakeVllm) -> Iterator[FakeVllm]:
-    """The module's unlimited-ocr fake with no recorded requests and no injected failures."""
-    shared_fake.configure(**RESET)
-    shared_fake.clear()
-    yield shared_fake
-    shared_fake.configure(**RESET)
 
 
 @pytest.fixture
