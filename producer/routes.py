@@ -17,6 +17,7 @@ from producer.ingest import Submission, json_body_limit, read_json, read_multipa
 from producer.jobs import created_now, iso, job_fields, new_job_id, view_from_fields
 from producer.runtime import Runtime
 from shared.errors import ErrorCode, OcrqError
+from shared.profiles import get_profile
 from shared.schemas import TERMINAL, Accepted, JobView, Status
 
 log = structlog.get_logger("ocrq.producer")
@@ -62,6 +63,8 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant)
     sub = await read_submission(request, rt)
+    if sub.options.profile is not None:
+        get_profile(sub.options.profile)  # an unknown profile is a 400 now, not a failed job
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")

@@ -1,7 +1,7 @@
 """The vLLM engine: one OpenAI-compatible chat completion per micro-batch of pages.
 
 Every model difference (prompt, n-gram settings, coordinate scale, token budget) comes from the
-profile (consumer.engines.profiles); this module has one code path. It never retries: it turns
+profile (shared.profiles); this module has one code path. It never retries: it turns
 each failure into an OcrqError whose code tells the worker whether a retry may help.
 """
 
@@ -16,9 +16,9 @@ import httpx
 import msgspec
 
 from consumer.engines.base import EngineOutput, PageImage
-from consumer.engines.profiles import Profile, get_profile
 from consumer.grounding import parse_page
 from shared.errors import ErrorCode, OcrqError
+from shared.profiles import Profile, get_profile
 from shared.schemas import Page, Segment, Usage
 from shared.settings import Settings
 

@@ -14,10 +14,10 @@ import pymupdf
 import pytest
 
 from consumer.engines.base import PageImage
-from consumer.engines.profiles import get_profile
 from consumer.engines.vllm import VllmEngine, build_request, chat_completions_url, data_uri
 from fakevllm.runner import FakeVllm, free_port
 from shared.errors import ErrorCode, OcrqError
+from shared.profiles import get_profile
 from shared.settings import Settings
 
 DEEPSEEK_MODEL = "deepseek-ai/DeepSeek-OCR"

@@ -96,6 +96,11 @@ def test_the_type_comes_from_the_bytes_not_the_declared_type(
         ({"document": "AAAA", "options": {"batch_size": 99}}, "invalid_request", "batch_size"),
         ({"document": "AAAA", "options": {"lane": "express"}}, "invalid_request", "lane"),
         ({"document": 12}, "invalid_request", "document"),
+        (
+            {"document": b64(small_pdf()), "options": {"profile": "ocrx"}},
+            "invalid_request",
+            "profile",
+        ),
     ],
 )
 def test_bad_json_bodies_get_a_coded_error_naming_the_problem(
