@@ -14,6 +14,7 @@ from litestar.testing import TestClient
 from payloads import PNG_MAGIC, b64, fake_png, small_pdf
 
 TEN_MB = 10 * 1024 * 1024
+PDF64 = b64(small_pdf())
 
 
 def stored(r: redis.Redis, job_id: str, *fields: str) -> list[Any]:
