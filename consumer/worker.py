@@ -41,7 +41,7 @@ class Worker:
     ) -> None:
         self.settings, self.store, self.runner, self.metrics = settings, store, runner, metrics
         self.me = runner.me
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: dict[asyncio.Task[None], Delivery] = {}
         self._next_reclaim = 0.0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -67,7 +67,7 @@ class Worker:
     async def _turn(self, stop: asyncio.Event) -> None:
         free = self.settings.max_jobs - len(self.tasks)
         if free <= 0:
-            await asyncio.wait(self.tasks, timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(set(self.tasks), timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
             return
         deliveries = await self.reclaim(free) if time.monotonic() >= self._next_reclaim else []
         if len(deliveries) < free:
@@ -76,8 +76,11 @@ class Worker:
             self.metrics.window_fill.observe(len(deliveries))
         for d in deliveries:
             task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self.tasks[task] = d
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self.tasks.pop(task, None)
 
     async def collect_window(self, free: int, stop: asyncio.Event) -> list[Delivery]:
         """Block for the first entry, then gather more for one window or until ``free``."""
@@ -139,12 +142,18 @@ class Worker:
         if not self.tasks:
             return
         log.info("draining", in_flight=len(self.tasks), grace_s=self.settings.drain_grace_s)
-        _, pending = await asyncio.wait(self.tasks, timeout=self.settings.drain_grace_s)
+        _, pending = await asyncio.wait(set(self.tasks), timeout=self.settings.drain_grace_s)
+        unfinished = [self.tasks[task] for task in pending]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if pending:
-            log.warning("drain_timeout", left_pending=len(pending))
+        for d in unfinished:  # hand them back now rather than after the visibility timeout
+            try:
+                await self.store.release(d.job_id, d.lane, d.entry, self.me)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as e:
+                log.warning("release_failed", job_id=d.job_id, error=str(e))
+        if unfinished:
+            log.warning("drain_timeout", released=[d.job_id for d in unfinished])
 
     async def _ensure_groups(self, stop: asyncio.Event) -> None:
         delay = 0.5

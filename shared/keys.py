@@ -152,6 +152,25 @@ return 1
 """
 )
 
+# KEYS: job, stream   ARGV: me, entry, group, idle_ms, channel, id → 1 when released
+# A draining worker hands back what it could not finish: the entry's idle time jumps past
+# the visibility timeout (JUSTID: no extra delivery counted), so the next reclaim takes it.
+RELEASE = (
+    _OWNS
+    + """
+local job, stream = KEYS[1], KEYS[2]
+local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
+if not owns(stream, group, entry, me) then return 0 end
+redis.call('XCLAIM', stream, group, me, 0, entry, 'IDLE', ARGV[4], 'JUSTID')
+local v = redis.call('HMGET', job, 'status', 'worker')
+if v[1] == 'processing' and v[2] == me then
+  redis.call('HSET', job, 'status', 'queued', 'worker', '')
+  event(ARGV[5], ARGV[6], 'queued', 0)
+end
+return 1
+"""
+)
+
 # KEYS: job, stream, dead   ARGV: me, entry, group, error_json, finished_at, ttl_s,
 #                                 channel, id, lane, deliveries → 'ok' | 'lost'
 POISON = (

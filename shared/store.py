@@ -55,6 +55,7 @@ class JobStore:
         self._finish = redis.register_script(scripts.FINISH)
         self._touch = redis.register_script(scripts.TOUCH)
         self._poison = redis.register_script(scripts.POISON)
+        self._release = redis.register_script(scripts.RELEASE)
         self._cancel = redis.register_script(scripts.CANCEL)
 
     async def ensure_groups(self) -> None:
@@ -135,6 +136,13 @@ class JobStore:
         """Reset the entry's idle time while this worker still owns it."""
         argv: list[ScriptArg] = [me, entry, self.keys.group]
         return int(await self._touch(keys=[self.keys.stream(lane)], args=argv)) == 1
+
+    async def release(self, job_id: str, lane: str, entry: str, me: str) -> bool:
+        """Hand an unfinished job back (processing → queued) for the next reclaim to take."""
+        keys = [self.keys.job(job_id), self.keys.stream(lane)]
+        idle = self.settings.visibility_timeout_ms + 1
+        argv: list[ScriptArg] = [me, entry, self.keys.group, idle, self.keys.events, job_id]
+        return int(await self._release(keys=keys, args=argv)) == 1
 
     async def poison(self, job_id: str, lane: str, entry: str, me: str, deliveries: int) -> bool:
         """Fail the job as poisoned and copy it to the dead stream."""

@@ -234,6 +234,25 @@ def test_sigterm_drains_in_flight_jobs_and_exits_0(stack: Stack) -> None:
     stack.assert_clean()
 
 
+def test_a_job_still_running_when_the_drain_grace_ends_is_handed_back_at_once(
+    stack: Stack,
+) -> None:
+    stack.fake.configure(latency_s=4.0)
+    slow_visibility = {"visibility_timeout_ms": 60_000}  # only the hand-back can be quick
+    leaving = stack.start_worker(drain_grace_s=0.5, **slow_visibility)
+    job_id = stack.submit(png(260, 130))
+    wait_for_status(stack, job_id, "processing")
+    leaving.signal(signal.SIGTERM)
+    assert leaving.wait(15) == 0
+    assert httpx.get(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "queued"
+    started = time.monotonic()
+    stack.start_worker(**slow_visibility)
+    view = stack.wait(job_id, timeout_s=30)
+    assert view["status"] == "done" and view["attempts"] == 2, view
+    assert time.monotonic() - started < 30  # far below the 60 s visibility timeout
+    stack.assert_clean()
+
+
 def test_worker_metrics_count_jobs_pages_and_stages(stack: Stack) -> None:
     worker = stack.start_worker()
     stack.wait(stack.submit(sized_pdf(SIZES[:3]), dpi=72))

@@ -150,3 +150,18 @@ async def test_enqueue_recreates_a_lost_group_at_id_0(store: JobStore) -> None:
     await enqueue(store)
     groups = await store.redis.xinfo_groups(store.keys.stream(LANE))
     assert groups[0]["name"] == b"workers" and groups[0]["lag"] == 1
+
+
+async def test_release_hands_an_unfinished_job_back_for_an_immediate_reclaim(
+    store: JobStore,
+) -> None:
+    await enqueue(store)
+    [(job_id, entry)] = await deliver(store, "w1")
+    await store.claim(job_id, LANE, entry, "w1")
+    assert not await store.release(job_id, LANE, entry, "w2")  # not w2's to give
+    assert await store.release(job_id, LANE, entry, "w1")
+    assert await field(store, job_id, "status") == b"queued"
+    visibility = store.settings.visibility_timeout_ms
+    reply = await store.redis.xautoclaim(store.keys.stream(LANE), "workers", "w2", visibility)
+    assert [e for e, _ in reply[1]] == [entry.encode()]
+    assert await store.claim(job_id, LANE, entry, "w2") == "ok"
