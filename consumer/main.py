@@ -17,6 +17,7 @@ import structlog
 from consumer.engines.base import Engine
 from consumer.job import JobRunner
 from consumer.metrics import HealthServer, WorkerMetrics
+from consumer.pool import RecyclingPool
 from consumer.raster import Rasteriser
 from consumer.worker import Worker
 from consumer.workspace import shm_root, sweep_stale
@@ -66,7 +67,10 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     redis = make_redis(settings)
     http = http_client(settings)
     ctx = multiprocessing.get_context("forkserver")
-    pool = ProcessPoolExecutor(max_workers=settings.raster_workers, mp_context=ctx)
+    pool = RecyclingPool(
+        lambda: ProcessPoolExecutor(max_workers=settings.raster_workers, mp_context=ctx),
+        settings.raster_workers,
+    )
     engine = make_engine(settings, http)
     metrics = WorkerMetrics()
     health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
@@ -86,7 +90,7 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         await health.stop()
         await engine.aclose()
         await http.aclose()
-        await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
+        await pool.aclose()
         await redis.aclose()
         log.info("worker_stopped")
 

@@ -9,8 +9,6 @@ facade over such a pool.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import math
 import re
 import shutil
@@ -24,6 +22,7 @@ import pymupdf
 from PIL import Image, ImageOps
 
 from consumer.engines.base import PageImage
+from consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from consumer.textlayer import extract_text_page
 from shared.errors import ErrorCode, OcrqError
 from shared.schemas import Page
@@ -276,7 +275,7 @@ class Rasteriser:
 
     def __init__(
         self,
-        pool: concurrent.futures.Executor,
+        pool: RecyclingPool,
         max_pixels: int,
         max_side: int,
         timeout_s: float = RENDER_TIMEOUT_S,
@@ -287,15 +286,26 @@ class Rasteriser:
         self.timeout_s = timeout_s
 
     async def _run(self, what: str, function: Callable[..., T], *args: object) -> T:
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.pool, _call_reporting_failure, function, *args)
-        try:
-            outcome = await asyncio.wait_for(future, self.timeout_s)
-        except TimeoutError as e:
-            raise OcrqError(ErrorCode.TIMEOUT, f"{what} took over {self.timeout_s:g} s") from e
+        outcome = await self._run_once(what, function, *args, retry_if_broken=True)
         if isinstance(outcome, _Failure):
             raise OcrqError(ErrorCode(outcome.code), outcome.message)
         return outcome
+
+    async def _run_once(
+        self, what: str, function: Callable[..., T], *args: object, retry_if_broken: bool
+    ) -> T | _Failure:
+        try:
+            return await self.pool.run(self.timeout_s, _call_reporting_failure, function, *args)
+        except TimeoutError as e:
+            raise OcrqError(ErrorCode.TIMEOUT, f"{what} took over {self.timeout_s:g} s") from e
+        except PoolClosed as e:
+            raise OcrqError(ErrorCode.UNAVAILABLE, "the worker is shutting down") from e
+        except BrokenProcessPool as e:
+            # A renderer process died; maybe another job's document killed it. Once more on
+            # the fresh pool: a second crash means this document crashes MuPDF.
+            if retry_if_broken:
+                return await self._run_once(what, function, *args, retry_if_broken=False)
+            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"{what} crashed the renderer") from e
 
     async def inspect(self, path: str, media_type: str, max_pages: int) -> int:
         """The document's page count, or OcrqError when it is unfit to render."""

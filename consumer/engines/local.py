@@ -15,11 +15,11 @@ import asyncio
 import math
 import multiprocessing
 import os
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from consumer.engines.base import EngineOutput, PageImage
+from consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from consumer.reading_order import Box, order_lines, to_markdown
 from shared.errors import ErrorCode, OcrqError
 from shared.schemas import Block, Page, Usage
@@ -133,7 +133,7 @@ class LocalEngine:
     def __init__(self, settings: Settings) -> None:
         self._workers = max(1, settings.local_workers)
         self._timeout_s = settings.engine_timeout_s
-        self._pool: ProcessPoolExecutor | None = self._new_pool()
+        self._pool = RecyclingPool(self._new_pool, self._workers)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         # Workers inherit the environment when spawned; onnxruntime reads this at start-up.
@@ -162,37 +162,27 @@ class LocalEngine:
         return EngineOutput(pages=results, usage=Usage(requests=len(pages)))
 
     async def _run(self, calls: list[tuple[Any, tuple[Any, ...]]]) -> list[Any]:
-        """Run calls in the pool, all under one timeout; map failures to catalogue codes."""
-        if self._pool is None:
-            raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "local OCR engine is closed")
-        pool = self._pool
-        futures: list[Future[Any]] = []
+        """Run calls in the pool, each under the timeout; map failures to catalogue codes."""
+        tasks = [
+            asyncio.ensure_future(self._pool.run(self._timeout_s, fn, *args)) for fn, args in calls
+        ]
         try:
-            futures = [pool.submit(fn, *args) for fn, args in calls]
-            waiters = [asyncio.wrap_future(f) for f in futures]
-            return await asyncio.wait_for(asyncio.gather(*waiters), self._timeout_s)
+            return await asyncio.gather(*tasks)
         except TimeoutError as e:
             raise OcrqError(
                 ErrorCode.TIMEOUT, f"local OCR took longer than {self._timeout_s:g} s"
             ) from e
+        except PoolClosed as e:
+            raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "local OCR engine is closed") from e
         except BrokenProcessPool as e:
-            # A worker died (killed, out of memory): this pool is unusable, start a fresh one.
-            self._replace_pool(pool)
+            # A worker died (killed, out of memory): the pool has already been replaced.
             raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "a local OCR worker died") from e
         except Exception as e:
             raise OcrqError(ErrorCode.ENGINE_ERROR, f"local OCR failed: {e}") from e
         finally:
-            # Pages not started yet are dropped; a page already running finishes in its worker.
-            for future in futures:
-                future.cancel()
-
-    def _replace_pool(self, broken: ProcessPoolExecutor) -> None:
-        broken.shutdown(wait=False, cancel_futures=True)
-        if self._pool is broken:
-            self._pool = self._new_pool()
+            for task in tasks:  # one page failed: the others of this call stop too
+                task.cancel()
 
     async def aclose(self) -> None:
         """Shut the pool down, waiting for its processes to exit."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
+        await self._pool.aclose()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import io
+import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from documents import (
 )
 from PIL import Image
 
+from consumer.pool import RecyclingPool
 from consumer.raster import Rasteriser, inspect_document, normalise_image, render_pdf_page
 from shared.errors import ErrorCode, OcrqError
 
@@ -254,13 +256,14 @@ def test_truncated_png_fails_with_corrupt_document(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def process_pool() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1) as pool:
-        yield pool
+def process_pool() -> Iterator[RecyclingPool]:
+    pool = RecyclingPool(lambda: concurrent.futures.ProcessPoolExecutor(max_workers=1), 1)
+    yield pool
+    asyncio.run(pool.aclose())
 
 
 async def test_rasteriser_inspects_and_renders_in_a_process_pool(
-    tmp_path: Path, process_pool: concurrent.futures.ProcessPoolExecutor
+    tmp_path: Path, process_pool: RecyclingPool
 ) -> None:
     rasteriser = Rasteriser(process_pool, MAX_PIXELS, MAX_SIDE)
     path = _write(tmp_path, sized_pdf(SIZES), "sized.pdf")
@@ -270,7 +273,7 @@ async def test_rasteriser_inspects_and_renders_in_a_process_pool(
 
 
 async def test_rasteriser_normalises_an_image_as_page_one(
-    tmp_path: Path, process_pool: concurrent.futures.ProcessPoolExecutor
+    tmp_path: Path, process_pool: RecyclingPool
 ) -> None:
     rasteriser = Rasteriser(process_pool, MAX_PIXELS, 300)
     path = _write(tmp_path, png(600, 200))
@@ -279,7 +282,7 @@ async def test_rasteriser_normalises_an_image_as_page_one(
 
 
 async def test_rasteriser_carries_error_codes_back_from_the_pool(
-    tmp_path: Path, process_pool: concurrent.futures.ProcessPoolExecutor
+    tmp_path: Path, process_pool: RecyclingPool
 ) -> None:
     rasteriser = Rasteriser(process_pool, MAX_PIXELS, MAX_SIDE)
     with pytest.raises(OcrqError) as caught:
@@ -288,7 +291,7 @@ async def test_rasteriser_carries_error_codes_back_from_the_pool(
 
 
 async def test_rasteriser_reads_a_good_text_layer(
-    tmp_path: Path, process_pool: concurrent.futures.ProcessPoolExecutor
+    tmp_path: Path, process_pool: RecyclingPool
 ) -> None:
     rasteriser = Rasteriser(process_pool, MAX_PIXELS, MAX_SIDE)
     page = await rasteriser.text_layer(_write(tmp_path, text_pdf(pages=2)), 1, 72)
@@ -296,14 +299,12 @@ async def test_rasteriser_reads_a_good_text_layer(
     assert page.markdown is not None and "Page 2" in page.markdown
 
 
-async def test_rasteriser_wait_is_bounded_with_timeout(tmp_path: Path) -> None:
-    release = threading.Event()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as busy_pool:
-        busy_pool.submit(release.wait, 30)  # occupies the only thread
-        rasteriser = Rasteriser(busy_pool, MAX_PIXELS, MAX_SIDE, timeout_s=0.2)
-        try:
-            with pytest.raises(OcrqError) as caught:
-                await rasteriser.inspect(_write(tmp_path, text_pdf()), PDF, 10)
-        finally:
-            release.set()
-    assert caught.value.code is ErrorCode.TIMEOUT
+async def test_a_document_that_kills_the_renderer_fails_as_corrupt(
+    tmp_path: Path, process_pool: RecyclingPool
+) -> None:
+    rasteriser = Rasteriser(process_pool, MAX_PIXELS, MAX_SIDE)
+    with pytest.raises(OcrqError) as caught:
+        await rasteriser._run("rendering page 1", os._exit, 1)  # a MuPDF segfault's effect
+    assert caught.value.code is ErrorCode.CORRUPT_DOCUMENT
+    path = _write(tmp_path, sized_pdf(SIZES), "sized.pdf")
+    assert await rasteriser.inspect(path, PDF, 10) == 3  # the pool healed
