@@ -21,7 +21,7 @@ from consumer.raster import Rasteriser
 from consumer.retry import with_retries
 from consumer.workspace import job_workspace
 from shared.errors import ErrorCode, OcrqError
-from shared.schemas import EngineInfo, JobOptions, Page, Result, Timings
+from shared.schemas import EngineInfo, JobOptions, Page, Result, Timings, stored_options
 from shared.settings import Settings
 from shared.store import JobStore, Outcome, now_ms
 
@@ -76,6 +76,12 @@ class JobRunner:
         structlog.contextvars.bind_contextvars(
             worker=self.me, job_id=d.job_id, lane=d.lane, entry=d.entry
         )
+        try:
+            await self._process(d)
+        except (RedisError, OSError) as e:  # the entry stays pending: a reclaim retries it
+            log.error("job", outcome="interrupted", error=str(e))
+
+    async def _process(self, d: Delivery) -> None:
         if d.deliveries > self.settings.max_deliveries:
             await self.store.poison(d.job_id, d.lane, d.entry, self.me, d.deliveries)
             self.metrics.jobs.labels("poisoned").inc()
@@ -88,8 +94,6 @@ class JobRunner:
         self.metrics.in_flight.inc()
         try:
             await self._run_claimed(d)
-        except (RedisError, OSError) as e:  # the entry stays pending: a reclaim retries it
-            log.error("job", outcome="interrupted", error=str(e))
         finally:
             self.metrics.in_flight.dec()
 
@@ -150,7 +154,11 @@ class JobRunner:
 
         async def watch(work: Coroutine[Any, Any, Result]) -> Result:
             task = asyncio.ensure_future(work)
-            done, _ = await asyncio.wait({task, beater}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                done, _ = await asyncio.wait({task, beater}, return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # cancelled (drain): the work must stop with us
+                task.cancel()
+                raise
             if task in done:
                 return task.result()
             task.cancel()
@@ -171,7 +179,7 @@ class JobRunner:
         if "payload" not in f:
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the job has no document")
         media_type = f["media_type"].decode()
-        options = msgspec.json.decode(f.get("options", b"{}"), type=JobOptions)
+        options = stored_options(f.get("options", b"{}"))
         queued_ms = max(0, now_ms() - int(f.get("created_at", now_ms())))
         self.metrics.stage_seconds.labels("queue_wait").observe(queued_ms / 1000)
         with job_workspace(self.shm, self.me, d.job_id) as folder:
@@ -185,9 +193,11 @@ class JobRunner:
             queued_ms=queued_ms, raster_ms=int(clock.raster_s * 1000),
             infer_ms=int(clock.infer_s * 1000), total_ms=total_ms,
         )  # fmt: skip
+        # Only the vLLM engine honours a job's profile; say what really ran.
+        profile = options.profile if self.engine.name == "vllm" else None
         engine = EngineInfo(
             name=self.engine.name, model=self.engine.model,
-            profile=options.profile or self.engine.profile,
+            profile=profile or self.engine.profile,
         )  # fmt: skip
         self.metrics.pages.inc(pages_done[0])
         return assemble(
@@ -221,7 +231,8 @@ class PageRun:
         total = await self.runner.rasteriser.inspect(self.doc, self.media_type, max_pages)
         await self._progress(0, total)
         text_pages = await self._text_layer_pages(total)
-        todo = [i for i in range(total) if i + 1 not in {p.number for p in text_pages}]
+        taken = {p.number for p in text_pages}
+        todo = [i for i in range(total) if i + 1 not in taken]
         self.pages_done[0] = len(text_pages)
         size = self.options.batch_size
         batches = [todo[i : i + size] for i in range(0, len(todo), size)]

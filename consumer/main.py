@@ -7,6 +7,7 @@ import asyncio
 import multiprocessing
 import os
 import secrets
+import shutil
 import signal
 import socket
 from concurrent.futures import ProcessPoolExecutor
@@ -61,6 +62,8 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
     me = worker_name(settings)
     structlog.contextvars.bind_contextvars(worker=me)
     root = shm_root(settings.shm_dir)
+    # A restarted container keeps its pod's name (and its emptyDir): its old folder is ours.
+    shutil.rmtree(root / me, ignore_errors=True)
     swept = sweep_stale(root)
     if swept:
         log.info("swept_stale_folders", count=len(swept))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from consumer.job import Delivery, JobRunner
@@ -22,14 +23,13 @@ _REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def parse_entries(reply: Any) -> list[Delivery]:
-    """XREADGROUP reply → deliveries (an entry without an id field is skipped)."""
+    """XREADGROUP reply → deliveries (job_id "" for an entry that names no job)."""
     out: list[Delivery] = []
     for stream, entries in reply or []:
         lane = _text(stream).rsplit(":", 1)[-1]
         for entry_id, fields in entries:
-            job_id = (fields or {}).get(b"id")
-            if job_id:
-                out.append(Delivery(lane=lane, entry=_text(entry_id), job_id=_text(job_id)))
+            job_id = (fields or {}).get(b"id", b"")  # b"": no job named, dropped on dispatch
+            out.append(Delivery(lane=lane, entry=_text(entry_id), job_id=_text(job_id)))
     return out
 
 
@@ -53,15 +53,15 @@ class Worker:
             try:
                 await self._turn(stop)
                 backoff = 0.5
-            except _REDIS_DOWN as e:
+            except (RedisError, OSError) as e:  # down, failing over, read-only: wait it out
+                if isinstance(e, ResponseError) and "NOGROUP" in str(e):
+                    log.warning("group_missing_recreating", error=str(e))
+                    with contextlib.suppress(RedisError, OSError):
+                        await self.store.ensure_groups()
+                    continue
                 log.warning("redis_unavailable", error=str(e), retry_in_s=backoff)
                 await _sleep_or_stop(stop, backoff)
                 backoff = min(backoff * 2, 10.0)
-            except ResponseError as e:
-                if "NOGROUP" not in str(e):
-                    raise
-                log.warning("group_missing_recreating", error=str(e))
-                await self.store.ensure_groups()
         await self.drain()
 
     async def _turn(self, stop: asyncio.Event) -> None:
@@ -69,12 +69,21 @@ class Worker:
         if free <= 0:
             await asyncio.wait(set(self.tasks), timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
             return
-        deliveries = await self.reclaim(free) if time.monotonic() >= self._next_reclaim else []
-        if len(deliveries) < free:
-            deliveries += await self.collect_window(free - len(deliveries), stop)
-        if deliveries:
-            self.metrics.window_fill.observe(len(deliveries))
+        if time.monotonic() >= self._next_reclaim:
+            # Dispatched before anything else can fail: these entries are already ours.
+            await self._dispatch(await self.reclaim(free))
+            free = self.settings.max_jobs - len(self.tasks)
+        if free > 0:
+            deliveries = await self.collect_window(free, stop)
+            if deliveries:
+                self.metrics.window_fill.observe(len(deliveries))
+            await self._dispatch(deliveries)
+
+    async def _dispatch(self, deliveries: list[Delivery]) -> None:
         for d in deliveries:
+            if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
+                await self.store.drop_entry(d.lane, d.entry)
+                continue
             task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
             self.tasks[task] = d
             task.add_done_callback(self._forget)
@@ -92,7 +101,11 @@ class Worker:
             left_ms = int((deadline - time.monotonic()) * 1000)
             if left_ms <= 0:
                 break
-            got += await self.read(free - len(got), left_ms)
+            try:
+                got += await self.read(free - len(got), left_ms)
+            except (RedisError, OSError) as e:  # keep what was read: it is pending to us
+                log.warning("collect_interrupted", error=str(e), kept=len(got))
+                break
         return got
 
     async def read(self, count: int, block_ms: int) -> list[Delivery]:

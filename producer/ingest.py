@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import msgspec
-from multipart import MultipartSegment, ParserError, PushMultipartParser
+from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from producer.decoding import decode_document, too_large
 from shared.errors import ErrorCode, OcrqError
@@ -145,7 +145,7 @@ async def read_multipart(
                             fields[segment.name] = value.decode("utf-8", "replace")
                         segment = None
             parser.close()
-    except ParserError as e:
+    except MultipartError as e:  # malformed, or over the parser's part and header limits
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, f"body: invalid multipart/form-data ({e})"
         ) from e
@@ -155,5 +155,7 @@ async def read_multipart(
         )
     name = fields.pop("filename", None) or filename
     options = parse_options(fields)
-    media_type = sniffed(bytes(file_data), declared, name)
-    return Submission(data=bytes(file_data), media_type=media_type, filename=name, options=options)
+    data = bytes(file_data)
+    del file_data
+    media_type = sniffed(data, declared, name)
+    return Submission(data=data, media_type=media_type, filename=name, options=options)

@@ -10,7 +10,7 @@ import msgspec
 
 from producer.ingest import Submission
 from shared.errors import ErrorCode, OcrqError
-from shared.schemas import ErrorBody, JobOptions, JobView, Progress, Result, Status
+from shared.schemas import ErrorBody, JobView, Progress, Result, Status, stored_options
 from shared.store import now_ms
 
 
@@ -62,7 +62,7 @@ def view_from_fields(job_id: str, f: dict[str, Any], tenant: str) -> JobView:
         media_type=f.get("media_type", b"").decode(),
         size=int(f.get("size", 0)),
         lane=f.get("lane", b"interactive").decode(),
-        options=msgspec.json.decode(f.get("options", b"{}"), type=JobOptions),
+        options=stored_options(f.get("options", b"{}")),
         progress=Progress(
             pages_done=int(f.get("pages_done", 0)), pages_total=int(f.get("pages_total", 0))
         ),

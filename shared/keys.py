@@ -77,7 +77,7 @@ if idem ~= '' then redis.call('SET', idem, ARGV[1], 'EX', tonumber(ARGV[4])) end
 return {'ok', ARGV[1]}
 """
 
-# KEYS: job, stream   ARGV: me, entry, group, now_ms
+# KEYS: job, stream   ARGV: me, entry, group, now_ms, ttl_s
 # → 'ok' | 'skip:<status>' | 'missing'
 CLAIM = (
     _OWNS
@@ -99,6 +99,7 @@ if status ~= 'queued' then ack(stream, group, entry); return 'skip:' .. status e
 redis.call('HSET', job, 'status', 'processing', 'worker', me, 'started_at', ARGV[4],
   'entry', entry, 'pages_done', 0)
 redis.call('HINCRBY', job, 'attempts', 1)
+redis.call('EXPIRE', job, tonumber(ARGV[5]))  -- a job started late in its TTL must not vanish
 return 'ok'
 """
 )
@@ -160,8 +161,11 @@ RELEASE = (
     + """
 local job, stream = KEYS[1], KEYS[2]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
-if not owns(stream, group, entry, me) then return 0 end
-redis.call('XCLAIM', stream, group, me, 0, entry, 'IDLE', ARGV[4], 'JUSTID')
+local p = redis.call('XPENDING', stream, group, entry, entry, 1, me)
+if #p == 0 then return 0 end
+-- The next reclaim counts a delivery; a drain is not the job's fault, so take one off first.
+local retries = math.max(0, tonumber(p[1][4]) - 1)
+redis.call('XCLAIM', stream, group, me, 0, entry, 'IDLE', ARGV[4], 'RETRYCOUNT', retries, 'JUSTID')
 local v = redis.call('HMGET', job, 'status', 'worker')
 if v[1] == 'processing' and v[2] == me then
   redis.call('HSET', job, 'status', 'queued', 'worker', '')
@@ -185,9 +189,9 @@ if status == 'queued' or status == 'processing' then
   redis.call('HDEL', job, 'payload')
   redis.call('EXPIRE', job, tonumber(ARGV[6]))
   event(ARGV[7], ARGV[8], 'failed', 0)
+  redis.call('XADD', dead, 'MAXLEN', '~', 10000, '*', 'id', ARGV[8], 'lane', ARGV[9],
+    'entry', entry, 'deliveries', ARGV[10])
 end
-redis.call('XADD', dead, 'MAXLEN', '~', 10000, '*', 'id', ARGV[8], 'lane', ARGV[9],
-  'entry', entry, 'deliveries', ARGV[10])
 ack(stream, group, entry)
 return 'ok'
 """

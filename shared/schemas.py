@@ -168,3 +168,14 @@ class JobView(Base):
     finished_at: str | None
     error: ErrorBody | None = None
     result: Result | None = None
+
+
+def stored_options(raw: bytes) -> JobOptions:
+    """Options as stored in a job hash; fields this version does not know are ignored.
+
+    A newer producer may store an option an older worker lacks (a rolling deploy): the
+    strict inbound check belongs to the API, not to reading back what was accepted.
+    """
+    data = msgspec.json.decode(raw)
+    known = {f.name for f in msgspec.structs.fields(JobOptions)}
+    return msgspec.convert({k: v for k, v in data.items() if k in known}, JobOptions)

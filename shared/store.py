@@ -116,7 +116,8 @@ class JobStore:
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
         """queued → processing for this worker: 'ok', 'skip:<status>' or 'missing'."""
         keys = [self.keys.job(job_id), self.keys.stream(lane)]
-        return _text(await self._claim(keys=keys, args=[me, entry, self.keys.group, now_ms()]))
+        argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms(), self.settings.queued_ttl_s]
+        return _text(await self._claim(keys=keys, args=argv))
 
     async def progress(self, job_id: str, me: str, done: int, total: int) -> bool:
         """Advance pages_done; False when this worker no longer owns the job."""
@@ -155,6 +156,12 @@ class JobStore:
             self.keys.events, job_id, lane, deliveries,
         ]  # fmt: skip
         return _text(await self._poison(keys=keys, args=argv)) == "ok"
+
+    async def drop_entry(self, lane: str, entry: str) -> None:
+        """ACK and delete an entry that names no job (not ours to keep redelivering)."""
+        stream = self.keys.stream(lane)
+        await self.redis.xack(stream, self.keys.group, entry)
+        await self.redis.xdel(stream, entry)
 
     async def lane_stats(self, lane: str) -> tuple[int, int]:
         """(lag, pending) of the workers group on a lane; lag falls back to XLEN - pending."""

@@ -74,3 +74,15 @@ async def test_nothing_queued_returns_empty_after_the_block(
         "redis_block_ms": 50,
     })  # fmt: skip
     assert await w.collect_window(16, asyncio.Event()) == []
+
+
+async def test_an_entry_that_names_no_job_is_dropped_not_redelivered(
+    store: JobStore, tmp_path: Path
+) -> None:
+    stream = store.keys.stream("interactive")
+    await store.redis.xadd(stream, {"something": "else"})
+    w = worker(store, tmp_path)
+    await w._dispatch(await w.read(4, block_ms=10))
+    assert w.tasks == {}
+    assert await store.redis.xlen(stream) == 0
+    assert (await store.redis.xpending(stream, "workers"))["pending"] == 0

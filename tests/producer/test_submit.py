@@ -129,6 +129,15 @@ def test_multipart_without_a_file_part_is_rejected(api: TestClient[Any]) -> None
     assert r.status_code == 400 and "file" in r.json()["message"]
 
 
+def test_a_multipart_body_over_the_parsers_limits_is_400_not_500(api: TestClient[Any]) -> None:
+    many = {f"f{i}": "x" for i in range(40)}  # more parts than any real submission has
+    r = api.post("/v1/jobs", files={"file": ("a.pdf", small_pdf(), "application/pdf")}, data=many)
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"
+    long_name = "n" * 10_000  # a part header far over the parser's limit
+    r = api.post("/v1/jobs", files={long_name: ("a.pdf", small_pdf(), "application/pdf")})
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"
+
+
 def test_unknown_query_option_is_rejected_by_name(api: TestClient[Any]) -> None:
     r = api.post(
         "/v1/jobs?dpis=300", content=small_pdf(), headers={"content-type": "application/pdf"}

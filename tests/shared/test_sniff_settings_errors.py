@@ -8,6 +8,7 @@ import pytest
 from documents import bmp, jpeg, png, text_pdf, tiff, webp
 
 from shared.errors import ErrorCode, OcrqError
+from shared.schemas import stored_options
 from shared.settings import load_settings, parse_api_keys
 from shared.sniff import sniff_media_type
 
@@ -55,3 +56,8 @@ def test_errors_survive_a_process_pool_round_trip() -> None:
     assert (err.code, err.message, err.retry_after) == (ErrorCode.QUEUE_FULL, "full", 3)
     assert err.http_status == 503 and not OcrqError(ErrorCode.CORRUPT_DOCUMENT, "x").transient
     assert OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "down").transient
+
+
+def test_stored_options_ignore_fields_a_newer_producer_added() -> None:
+    options = stored_options(b'{"batch_size": 4, "colour_mode": "sepia"}')
+    assert options.batch_size == 4

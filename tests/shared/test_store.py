@@ -164,4 +164,24 @@ async def test_release_hands_an_unfinished_job_back_for_an_immediate_reclaim(
     visibility = store.settings.visibility_timeout_ms
     reply = await store.redis.xautoclaim(store.keys.stream(LANE), "workers", "w2", visibility)
     assert [e for e, _ in reply[1]] == [entry.encode()]
+    [info] = await store.redis.xpending_range(store.keys.stream(LANE), "workers", entry, entry, 1)
+    assert info["times_delivered"] == 1  # a drain does not use up one of the job's deliveries
     assert await store.claim(job_id, LANE, entry, "w2") == "ok"
+
+
+async def test_poisoning_a_finished_job_only_acks_it(store: JobStore) -> None:
+    await enqueue(store)
+    [(job_id, entry)] = await deliver(store, "w1")
+    await store.claim(job_id, LANE, entry, "w1")
+    await store.redis.hset(store.keys.job(job_id), "status", "done")
+    assert await store.poison(job_id, LANE, entry, "w1", 9)
+    assert await field(store, job_id, "status") == b"done"
+    assert await store.redis.xlen(store.keys.dead) == 0 and await pending(store) == 0
+
+
+async def test_claim_renews_the_job_ttl(store: JobStore) -> None:
+    await enqueue(store)
+    await store.redis.expire(store.keys.job("job1"), 5)
+    [(job_id, entry)] = await deliver(store, "w1")
+    await store.claim(job_id, LANE, entry, "w1")
+    assert await store.redis.ttl(store.keys.job(job_id)) > 3600
