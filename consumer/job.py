@@ -135,12 +135,15 @@ class JobRunner:
         reason: list[str] = []
 
         async def beat() -> None:
-            while True:
+            me = asyncio.current_task()
+            while me is None or not me.cancelling():
                 await asyncio.sleep(interval)
                 try:
                     owned = await self.store.touch(d.lane, d.entry, self.me)
                     status = await self.store.redis.hget(self.store.keys.job(d.job_id), "status")
                 except (RedisError, OSError) as e:  # a blip: keep working, try again next beat
+                    # redis-py may turn our own cancellation into a connection error: the
+                    # loop condition sees it, so a cancelled heartbeat really stops.
                     log.warning("heartbeat_failed", error=str(e))
                     continue
                 if not owned:
@@ -170,8 +173,9 @@ class JobRunner:
             yield watch
         finally:
             beater.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await beater
+            await asyncio.wait({beater}, timeout=5.0)  # bounded: never hang a drain on it
+            if beater.done() and not beater.cancelled():
+                beater.exception()  # retrieved: an ended heartbeat is not worth a warning
 
     async def _recognise(self, d: Delivery, clock: JobClock, pages_done: list[int]) -> Result:
         names = ("payload", "media_type", "options", "created_at")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ import pymupdf
 import pytest
 import redis
 from documents import bomb_png, encrypted_pdf, png, sized_pdf, truncated_pdf, zero_page_pdf
-from stack import Stack
+from stack import Stack, WorkerProc
 
 pytestmark = pytest.mark.slow
 
@@ -243,7 +244,7 @@ def test_a_job_still_running_when_the_drain_grace_ends_is_handed_back_at_once(
     job_id = stack.submit(png(260, 130))
     wait_for_status(stack, job_id, "processing")
     leaving.signal(signal.SIGTERM)
-    assert leaving.wait(15) == 0
+    assert exit_code(leaving, 15) == 0, leaving.log()
     assert httpx.get(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "queued"
     started = time.monotonic()
     stack.start_worker(**slow_visibility)
@@ -264,6 +265,14 @@ def test_worker_metrics_count_jobs_pages_and_stages(stack: Stack) -> None:
     assert "ocrq_pages_total 3.0" in text
     assert 'ocrq_stage_seconds_count{stage="inference"} 3.0' in text
     assert "ocrq_window_fill_count 1.0" in text
+
+
+def exit_code(worker: WorkerProc, timeout_s: float) -> int | None:
+    """The worker's exit code, or None if it is still running after timeout_s."""
+    try:
+        return worker.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def wait_for_status(stack: Stack, job_id: str, status: str, timeout_s: float = 20) -> None:
