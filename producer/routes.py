@@ -119,8 +119,9 @@ async def get_result(
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
     fields = await rt.store.read_fields(job_id, ("status", "tenant", "result", "error"))
+    stored = fields.pop("result", None)  # the view checks status and tenant without it
     view = view_from_fields(job_id, fields, tenant)
-    if view.result is None:
+    if stored is None:
         detail = f": {view.error.code}: {view.error.message}" if view.error else ""
         raise OcrqError(
             ErrorCode.CONFLICT,
@@ -128,8 +129,15 @@ async def get_result(
             retry_after=None if Status(view.status) in TERMINAL else 1,
         )
     if "text/markdown" in request.headers.get("accept", ""):
-        return Response(view.result.markdown, media_type="text/markdown; charset=utf-8")
-    return Response(msgspec.json.encode(view.result), media_type="application/json")
+        markdown = msgspec.json.decode(stored, type=MarkdownOnly).markdown
+        return Response(markdown, media_type="text/markdown; charset=utf-8")
+    return Response(stored, media_type="application/json")  # as the worker wrote it
+
+
+class MarkdownOnly(msgspec.Struct):
+    """The one field of a stored Result that a Markdown request needs."""
+
+    markdown: str
 
 
 @delete(
