@@ -163,7 +163,7 @@ class Worker:
         for d in unfinished:  # hand them back now rather than after the visibility timeout
             try:
                 await self.store.release(d.job_id, d.lane, d.entry, self.me)
-            except (RedisConnectionError, RedisTimeoutError, OSError) as e:
+            except _REDIS_DOWN as e:
                 log.warning("release_failed", job_id=d.job_id, error=str(e))
         if unfinished:
             log.warning("drain_timeout", released=[d.job_id for d in unfinished])

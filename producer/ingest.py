@@ -35,6 +35,15 @@ def json_body_limit(max_document: int) -> int:
     return b64 + b64 // 38 + _JSON_SLACK  # a line break every 76 characters, both CR and LF
 
 
+def body_ceiling(content_type: str, max_document: int) -> int:
+    """Largest request body that may still carry a document of max_document bytes."""
+    if content_type == "application/json":
+        return json_body_limit(max_document)
+    if content_type == "multipart/form-data":
+        return max_document + _FORM_SLACK
+    return max_document
+
+
 async def read_bounded(chunks: AsyncIterator[bytes], limit: int, max_document: int) -> bytes:
     """Collect the body, stopping with 413 as soon as it passes limit."""
     body = bytearray()
@@ -94,7 +103,7 @@ async def read_json(
     Decoding runs in a thread, one at a time per process: several decoding threads would
     take turns on the GIL ahead of the event loop and stall every other request.
     """
-    body = await read_bounded(chunks, json_body_limit(max_document), max_document)
+    body = await read_bounded(chunks, body_ceiling("application/json", max_document), max_document)
     async with decode_gate:
         return await asyncio.to_thread(decode_json_submission, body, max_document)
 
@@ -106,7 +115,7 @@ async def read_raw(
     query = dict(query)
     filename = query.pop("filename", None)
     options = parse_options(query)
-    data = await read_bounded(chunks, max_document, max_document)
+    data = await read_bounded(chunks, body_ceiling("raw", max_document), max_document)
     if not data:
         raise OcrqError(ErrorCode.INVALID_REQUEST, "body: empty document")
     media_type = sniffed(data, declared, filename)
@@ -120,7 +129,7 @@ async def read_multipart(
     fields: dict[str, str] = {}
     file_data, filename, declared = bytearray(), None, None
     segment: MultipartSegment | None = None
-    total_limit = max_document + _FORM_SLACK
+    total_limit = body_ceiling("multipart/form-data", max_document)
     received = 0
     try:
         with PushMultipartParser(boundary.encode(), max_segment_count=32) as parser:

@@ -11,7 +11,6 @@ import msgspec
 from producer.ingest import Submission
 from shared.errors import ErrorCode, OcrqError
 from shared.schemas import ErrorBody, JobView, Progress, Result, Status, stored_options
-from shared.store import now_ms
 
 
 def new_job_id() -> str:
@@ -43,11 +42,6 @@ def job_fields(job_id: str, tenant: str, sub: Submission, created_ms: int) -> di
         "pages_done": 0,
         "payload": sub.data,
     }
-
-
-def created_now() -> int:
-    """The created_at stamp for a new job."""
-    return now_ms()
 
 
 def view_from_fields(job_id: str, f: dict[str, Any], tenant: str) -> JobView:

@@ -13,12 +13,13 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from producer.ingest import Submission, json_body_limit, read_json, read_multipart, read_raw
-from producer.jobs import created_now, iso, job_fields, new_job_id, view_from_fields
+from producer.ingest import Submission, body_ceiling, read_json, read_multipart, read_raw
+from producer.jobs import iso, job_fields, new_job_id, view_from_fields
 from producer.runtime import Runtime
 from shared.errors import ErrorCode, OcrqError
 from shared.profiles import get_profile
 from shared.schemas import TERMINAL, Accepted, JobView, Status
+from shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
 WaitSeconds = Annotated[int, Parameter(ge=0, le=60, description="Long-poll up to N seconds")]
@@ -36,8 +37,7 @@ async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submi
     content_type, params = request.content_type
     declared_length = request.headers.get("content-length")
     if declared_length and declared_length.isdigit():
-        ceiling = json_body_limit(limit) if content_type == "application/json" else limit + 65536
-        if int(declared_length) > ceiling:
+        if int(declared_length) > body_ceiling(content_type, limit):
             raise OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
     chunks = request.stream()
     if content_type == "application/json":
@@ -68,7 +68,7 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
-    job_id, created = new_job_id(), created_now()
+    job_id, created = new_job_id(), now_ms()
     idem_key = rt.store.keys.idem(tenant, idem) if idem else None
     started = time.perf_counter()
     fields = job_fields(job_id, tenant, sub, created)

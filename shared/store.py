@@ -69,16 +69,17 @@ class JobStore:
                 if "BUSYGROUP" not in str(e):
                     raise
 
+    async def group_info(self, lane: str) -> dict[Any, Any] | None:
+        """XINFO GROUPS entry of the workers group on a lane; None when it or the stream is gone."""
+        try:
+            groups = await self.redis.xinfo_groups(self.keys.stream(lane))
+        except ResponseError:
+            return None
+        return next((g for g in groups if _text(g.get("name")) == self.keys.group), None)
+
     async def groups_exist(self) -> bool:
         """True when every lane's stream has the workers group."""
-        for lane in self.keys.lanes:
-            try:
-                groups = await self.redis.xinfo_groups(self.keys.stream(lane))
-            except ResponseError:
-                return False
-            if not any(_text(g.get("name")) == self.keys.group for g in groups):
-                return False
-        return True
+        return all([await self.group_info(lane) is not None for lane in self.keys.lanes])
 
     async def enqueue(
         self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None
@@ -165,19 +166,14 @@ class JobStore:
 
     async def lane_stats(self, lane: str) -> tuple[int, int]:
         """(lag, pending) of the workers group on a lane; lag falls back to XLEN - pending."""
-        stream = self.keys.stream(lane)
-        try:
-            groups = await self.redis.xinfo_groups(stream)
-        except ResponseError:
+        group = await self.group_info(lane)
+        if group is None:
             return 0, 0
-        for g in groups:
-            if _text(g.get("name")) == self.keys.group:
-                pending = int(g.get("pending") or 0)
-                lag = g.get("lag")
-                if lag is None:
-                    lag = max(0, int(await self.redis.xlen(stream)) - pending)
-                return int(lag), pending
-        return 0, 0
+        pending = int(group.get("pending") or 0)
+        lag = group.get("lag")
+        if lag is None:
+            lag = max(0, int(await self.redis.xlen(self.keys.stream(lane))) - pending)
+        return int(lag), pending
 
 
 class Outcome(msgspec.Struct, frozen=True):
