@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import stack
 
-from producer.decoding import clean_slice
-from producer.ingest import decode_json_submission
-from shared.schemas import SubmitBody
+from ocrq.producer.decoding import clean_slice
+from ocrq.producer.ingest import decode_json_submission
+from ocrq.shared.schemas import SubmitBody
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PROBE_TIMEOUT_S = 10.0

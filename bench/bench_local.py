@@ -31,9 +31,9 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from consumer.engines.base import PageImage
-from consumer.engines.local import LocalEngine
-from shared.settings import load_settings
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.local import LocalEngine
+from ocrq.shared.settings import load_settings
 
 VOCABULARY = (
     "invoice payment customer account balance delivery order quantity price total "

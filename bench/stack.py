@@ -19,8 +19,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fakevllm.runner import FakeVllm
-from shared.embedded import free_port, start_server
+from ocrq.fakevllm.runner import FakeVllm
+from ocrq.shared.embedded import free_port, start_server
 
 STOP_TIMEOUT_S = 15.0
 

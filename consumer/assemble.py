@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from consumer.engines.base import EngineOutput
-from shared.schemas import EngineInfo, Page, Result, Segment, Status, Timings, Usage
+from ocrq.consumer.engines.base import EngineOutput
+from ocrq.shared.schemas import EngineInfo, Page, Result, Segment, Status, Timings, Usage
 
 
 def merge_usage(outputs: list[EngineOutput]) -> Usage:

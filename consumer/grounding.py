@@ -28,7 +28,7 @@ import re
 
 import msgspec
 
-from shared.schemas import Block
+from ocrq.shared.schemas import Block
 
 IMAGE_LABELS = frozenset({"image", "figure"})
 FALLBACK_LABEL = "text"

@@ -15,16 +15,17 @@ from concurrent.futures import ProcessPoolExecutor
 import httpx
 import structlog
 
-from consumer.engines.base import Engine
-from consumer.job import JobRunner
-from consumer.metrics import HealthServer, WorkerMetrics
-from consumer.pool import RecyclingPool
-from consumer.raster import Rasteriser
-from consumer.worker import Worker
-from consumer.workspace import shm_root, sweep_stale
-from shared.logging import configure_logging
-from shared.settings import Settings, load_settings
-from shared.store import JobStore, make_redis
+from ocrq.consumer.engines.base import Engine
+from ocrq.consumer.job import JobRunner
+from ocrq.consumer.metrics import HealthServer, WorkerMetrics
+from ocrq.consumer.pages import PageReader
+from ocrq.consumer.pool import RecyclingPool
+from ocrq.consumer.raster import Rasteriser
+from ocrq.consumer.worker import Worker
+from ocrq.consumer.workspace import claim_worker_folder, stack_root, sweep_stale
+from ocrq.shared.logging import configure_logging
+from ocrq.shared.settings import Settings, load_settings
+from ocrq.shared.store import JobStore, make_redis
 
 log = structlog.get_logger("ocrq.worker")
 
@@ -39,10 +40,10 @@ def make_engine(settings: Settings, http: httpx.AsyncClient) -> Engine:
     if settings.engine_name == "vllm":
         if not settings.vllm_url:
             raise ValueError("OCRQ_ENGINE=vllm needs OCRQ_VLLM_URL")
-        from consumer.engines.vllm import VllmEngine
+        from ocrq.consumer.engines.vllm import VllmEngine
 
         return VllmEngine(settings, http)
-    from consumer.engines.local import LocalEngine
+    from ocrq.consumer.engines.local import LocalEngine
 
     return LocalEngine(settings)
 
@@ -57,23 +58,25 @@ def http_client(settings: Settings) -> httpx.AsyncClient:
     return httpx.AsyncClient(limits=limits, timeout=timeout)
 
 
-async def serve(settings: Settings, stop: asyncio.Event) -> None:
-    """Build the worker's clients and pools, run the loop, close everything."""
-    me = worker_name(settings)
-    structlog.contextvars.bind_contextvars(worker=me)
-    root = shm_root(settings.shm_dir)
-    # A restarted container keeps its pod's name (and its emptyDir): its old folder is ours.
-    shutil.rmtree(root / me, ignore_errors=True)
-    swept = sweep_stale(root)
-    if swept:
-        log.info("swept_stale_folders", count=len(swept))
-    redis = make_redis(settings)
-    http = http_client(settings)
+def raster_pool(settings: Settings) -> RecyclingPool:
+    """The rendering processes (PyMuPDF is CPU-bound and not thread-safe)."""
     ctx = multiprocessing.get_context("forkserver")
-    pool = RecyclingPool(
+    return RecyclingPool(
         lambda: ProcessPoolExecutor(max_workers=settings.raster_workers, mp_context=ctx),
         settings.raster_workers,
     )
+
+
+async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False) -> None:
+    """Build the worker's clients and pools, run the loop, close everything."""
+    me = worker_name(settings)
+    structlog.contextvars.bind_contextvars(worker=me)
+    root = stack_root(settings.shm_dir, settings.redis_url, settings.prefix)
+    swept = sweep_stale(root)
+    if swept:
+        log.info("swept_stale_folders", count=len(swept))
+    workspace = claim_worker_folder(root, me)
+    redis, http, pool = make_redis(settings), http_client(settings), raster_pool(settings)
     engine = make_engine(settings, http)
     metrics = WorkerMetrics()
     health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
@@ -81,30 +84,31 @@ async def serve(settings: Settings, stop: asyncio.Event) -> None:
         if settings.metrics_port:
             await health.start()
         store = JobStore(redis, settings)
-        runner = JobRunner(
-            settings=settings, store=store, engine=engine,
+        reader = PageReader(
+            settings=settings, engine=engine, metrics=metrics,
             rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
-            metrics=metrics, me=me, shm=root,
-            engine_slots=asyncio.Semaphore(settings.engine_concurrency),
+            slots=asyncio.Semaphore(settings.engine_concurrency),
         )  # fmt: skip
-        log.info("worker_started", engine=engine.name, model=engine.model, shm=str(root))
-        await Worker(settings, store, runner, metrics).run(stop)
+        runner = JobRunner(settings, store, reader, metrics, me, workspace)
+        log.info("worker_started", engine=engine.name, model=engine.model, shm=str(workspace))
+        await Worker(settings, store, runner, metrics).run(stop, burst=burst)
     finally:
         await health.stop()
         await engine.aclose()
         await http.aclose()
         await pool.aclose()
         await redis.aclose()
+        shutil.rmtree(workspace, ignore_errors=True)
         log.info("worker_stopped")
 
 
-async def run_until_signalled(settings: Settings) -> None:
+async def run_until_signalled(settings: Settings, *, burst: bool = False) -> None:
     """Run serve(); the first SIGTERM/SIGINT stops reading and drains."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await serve(settings, stop)
+    await serve(settings, stop, burst=burst)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,10 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=["local", "vllm"], default=None)
     parser.add_argument("--vllm-url", default=None)
     parser.add_argument("--metrics-port", type=int, default=None)
+    parser.add_argument(
+        "--burst", action="store_true", help="exit once the lanes are empty and all jobs are done"
+    )
     args = parser.parse_args(argv)
     settings = load_settings(
         engine=args.engine, vllm_url=args.vllm_url, metrics_port=args.metrics_port
     )
     configure_logging(settings)
-    asyncio.run(run_until_signalled(settings))
+    asyncio.run(run_until_signalled(settings, burst=args.burst))
     return 0

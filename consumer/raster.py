@@ -21,11 +21,11 @@ import msgspec
 import pymupdf
 from PIL import Image, ImageOps
 
-from consumer.engines.base import PageImage
-from consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
-from consumer.textlayer import extract_text_page
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import Page
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
+from ocrq.consumer.textlayer import extract_text_page
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import Page
 
 PDF = "application/pdf"
 RENDER_TIMEOUT_S = 120.0

@@ -1,4 +1,4 @@
-"""Retries for transient engine failures: exponential backoff with jitter, then the last cause."""
+"""Backoff: capped exponential delays with jitter, for Redis outages and engine retries alike."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import TypeVar
 
 import structlog
 
-from shared.errors import OcrqError
-from shared.settings import Settings
+from ocrq.shared.errors import OcrqError
+from ocrq.shared.settings import Settings
 
 T = TypeVar("T")
 log = structlog.get_logger("ocrq.retry")
@@ -21,6 +21,36 @@ def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random)
     return float(min(cap_s, base_s * 2 ** (attempt - 1)) * rng.uniform(0.5, 1.5))
 
 
+class Backoff:
+    """Successive delays of one retry loop; ``reset()`` after a success."""
+
+    def __init__(self, base_s: float, cap_s: float, rng: random.Random | None = None) -> None:
+        self.base_s, self.cap_s = base_s, cap_s
+        self.attempt = 0
+        self._rng = rng or random.Random()
+
+    def next_delay(self) -> float:
+        """The delay before the next try (one more failure counted)."""
+        self.attempt += 1
+        return backoff_delay(self.attempt, self.base_s, self.cap_s, self._rng)
+
+    def reset(self) -> None:
+        """Start again from the base delay."""
+        self.attempt = 0
+
+    async def sleep(self, stop: asyncio.Event | None = None) -> float:
+        """Wait the next delay (returning early when ``stop`` is set); the delay waited."""
+        delay = self.next_delay()
+        if stop is None:
+            await asyncio.sleep(delay)
+            return delay
+        try:
+            await asyncio.wait_for(stop.wait(), delay)
+        except TimeoutError:
+            pass
+        return delay
+
+
 async def with_retries(
     call: Callable[[], Awaitable[T]],
     settings: Settings,
@@ -28,19 +58,17 @@ async def with_retries(
     rng: random.Random | None = None,
 ) -> T:
     """Run call; retry transient OcrqErrors up to settings.engine_retries, then raise the last."""
-    rng = rng or random.Random()
-    attempt = 0
+    backoff = Backoff(settings.engine_backoff_s, settings.engine_backoff_max_s, rng)
     while True:
         try:
             return await call()
         except OcrqError as e:
             if on_error:
                 on_error(e)
-            attempt += 1
-            if not e.transient or attempt > settings.engine_retries:
+            if not e.transient or backoff.attempt >= settings.engine_retries:
                 raise
-            delay = backoff_delay(
-                attempt, settings.engine_backoff_s, settings.engine_backoff_max_s, rng
+            delay = backoff.next_delay()
+            log.warning(
+                "engine_retry", attempt=backoff.attempt, code=e.code.value, delay_s=round(delay, 2)
             )
-            log.warning("engine_retry", attempt=attempt, code=e.code.value, delay_s=round(delay, 2))
             await asyncio.sleep(delay)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import pymupdf
 
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import Block, Page
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import Block, Page
 
 MIN_CHARS = 32
 MIN_PRINTABLE = 0.95

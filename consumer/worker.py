@@ -5,32 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from consumer.job import Delivery, JobRunner
-from consumer.metrics import WorkerMetrics
-from consumer.workspace import sweep_stale
-from shared.settings import Settings
-from shared.store import JobStore
+from ocrq.consumer.delivery import Delivery, parse_entries
+from ocrq.consumer.job import JobRunner
+from ocrq.consumer.metrics import WorkerMetrics
+from ocrq.consumer.retry import Backoff
+from ocrq.consumer.workspace import sweep_stale
+from ocrq.shared.settings import Settings
+from ocrq.shared.store import REDIS_DOWN, JobStore
 
 log = structlog.get_logger("ocrq.worker")
-_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
-
-
-def parse_entries(reply: Any) -> list[Delivery]:
-    """XREADGROUP reply → deliveries (job_id "" for an entry that names no job)."""
-    out: list[Delivery] = []
-    for stream, entries in reply or []:
-        lane = _text(stream).rsplit(":", 1)[-1]
-        for entry_id, fields in entries:
-            job_id = (fields or {}).get(b"id", b"")  # b"": no job named, dropped on dispatch
-            out.append(Delivery(lane=lane, entry=_text(entry_id), job_id=_text(job_id)))
-    return out
 
 
 class Worker:
@@ -41,45 +30,58 @@ class Worker:
     ) -> None:
         self.settings, self.store, self.runner, self.metrics = settings, store, runner, metrics
         self.me = runner.me
+        self.stack_root: Path = runner.workspace.parent  # where other workers' folders live
         self.tasks: dict[asyncio.Task[None], Delivery] = {}
         self._next_reclaim = 0.0
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Read and dispatch until stop is set, then drain in-flight jobs within the grace."""
+    async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
+        """Read and dispatch until stop is set, then drain in-flight jobs within the grace.
+
+        ``burst``: return as soon as the lanes are empty and nothing is in flight (tests,
+        one-off batch runs), as arq's burst mode does.
+        """
         await self._ensure_groups(stop)
-        backoff = 0.5
+        backoff = Backoff(0.5, 10.0)
         while not stop.is_set():
             self.metrics.last_loop = time.monotonic()
             try:
-                await self._turn(stop)
-                backoff = 0.5
+                dispatched = await self._turn(stop, burst)
+                backoff.reset()
             except (RedisError, OSError) as e:  # down, failing over, read-only: wait it out
                 if isinstance(e, ResponseError) and "NOGROUP" in str(e):
                     log.warning("group_missing_recreating", error=str(e))
                     with contextlib.suppress(RedisError, OSError):
                         await self.store.ensure_groups()
                     continue
-                log.warning("redis_unavailable", error=str(e), retry_in_s=backoff)
-                await _sleep_or_stop(stop, backoff)
-                backoff = min(backoff * 2, 10.0)
+                log.warning("redis_unavailable", error=str(e), attempt=backoff.attempt + 1)
+                await backoff.sleep(stop)
+                continue
+            if burst and not dispatched and not self.tasks:
+                break
         await self.drain()
 
-    async def _turn(self, stop: asyncio.Event) -> None:
+    async def _turn(self, stop: asyncio.Event, burst: bool) -> int:
+        """One turn of the loop; how many jobs it dispatched."""
         free = self.settings.max_jobs - len(self.tasks)
         if free <= 0:
             await asyncio.wait(set(self.tasks), timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
-            return
+            return 0
+        dispatched = 0
         if time.monotonic() >= self._next_reclaim:
             # Dispatched before anything else can fail: these entries are already ours.
-            await self._dispatch(await self.reclaim(free))
+            dispatched += await self._dispatch(await self.reclaim(free))
             free = self.settings.max_jobs - len(self.tasks)
         if free > 0:
-            deliveries = await self.collect_window(free, stop)
+            # In burst mode an idle worker must notice an empty queue quickly.
+            block_ms = 1 if burst and not self.tasks else self.settings.redis_block_ms
+            deliveries = await self.collect_window(free, stop, block_ms)
             if deliveries:
                 self.metrics.window_fill.observe(len(deliveries))
-            await self._dispatch(deliveries)
+            dispatched += await self._dispatch(deliveries)
+        return dispatched
 
-    async def _dispatch(self, deliveries: list[Delivery]) -> None:
+    async def _dispatch(self, deliveries: list[Delivery]) -> int:
+        started = 0
         for d in deliveries:
             if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
                 await self.store.drop_entry(d.lane, d.entry)
@@ -87,13 +89,17 @@ class Worker:
             task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
             self.tasks[task] = d
             task.add_done_callback(self._forget)
+            started += 1
+        return started
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         self.tasks.pop(task, None)
 
-    async def collect_window(self, free: int, stop: asyncio.Event) -> list[Delivery]:
+    async def collect_window(
+        self, free: int, stop: asyncio.Event, block_ms: int | None = None
+    ) -> list[Delivery]:
         """Block for the first entry, then gather more for one window or until ``free``."""
-        got = await self.read(free, self.settings.redis_block_ms)
+        got = await self.read(free, block_ms or self.settings.redis_block_ms)
         if not got:
             return got
         deadline = time.monotonic() + self.settings.collect_window_ms / 1000
@@ -128,7 +134,7 @@ class Worker:
         keys, out = self.store.keys, list[Delivery]()
         self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
-        await asyncio.to_thread(sweep_stale, self.runner.shm)
+        await asyncio.to_thread(sweep_stale, self.stack_root)
         for lane in keys.lanes:
             stream = keys.stream(lane)
             reply = await self.store.redis.xautoclaim(
@@ -163,29 +169,17 @@ class Worker:
         for d in unfinished:  # hand them back now rather than after the visibility timeout
             try:
                 await self.store.release(d.job_id, d.lane, d.entry, self.me)
-            except _REDIS_DOWN as e:
+            except REDIS_DOWN as e:
                 log.warning("release_failed", job_id=d.job_id, error=str(e))
         if unfinished:
             log.warning("drain_timeout", released=[d.job_id for d in unfinished])
 
     async def _ensure_groups(self, stop: asyncio.Event) -> None:
-        delay = 0.5
+        backoff = Backoff(0.5, 10.0)
         while not stop.is_set():
             try:
                 await self.store.ensure_groups()
                 return
-            except _REDIS_DOWN as e:
-                log.warning("redis_unavailable", error=str(e), retry_in_s=delay)
-                await _sleep_or_stop(stop, delay)
-                delay = min(delay * 2, 10.0)
-
-
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+            except REDIS_DOWN as e:
+                log.warning("redis_unavailable", error=str(e), attempt=backoff.attempt + 1)
+                await backoff.sleep(stop)

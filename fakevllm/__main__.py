@@ -2,6 +2,6 @@
 
 import sys
 
-from fakevllm.server import main
+from ocrq.fakevllm.server import main
 
 sys.exit(main())

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from fakevllm.completion import (
+from ocrq.fakevllm.completion import (
     DecodedImage,
     completion_body,
     context_error,
@@ -18,9 +18,9 @@ from fakevllm.completion import (
     make_answer,
     prompt_tokens,
 )
-from fakevllm.config import FakeConfig, updated_config
-from fakevllm.h11server import DropConnection, HttpRequest, HttpResponse
-from fakevllm.protocol import ChatRequest, ProtocolError, parse_chat_request
+from ocrq.fakevllm.config import FakeConfig, updated_config
+from ocrq.fakevllm.h11server import DropConnection, HttpRequest, HttpResponse
+from ocrq.fakevllm.protocol import ChatRequest, ProtocolError, parse_chat_request
 
 ERROR_TYPES = {
     400: "BadRequestError",

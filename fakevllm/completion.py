@@ -11,8 +11,8 @@ from typing import Any
 
 import pymupdf
 
-from fakevllm.config import Profile
-from fakevllm.protocol import ChatRequest, EncodedImage, ProtocolError
+from ocrq.fakevllm.config import Profile
+from ocrq.fakevllm.protocol import ChatRequest, EncodedImage, ProtocolError
 
 # DeepSeek-OCR's vision encoder: a 1024 px global view is 16x16 tokens plus one newline token
 # per row and a separator; each 640 px crop tile is 10x10 plus 10 newlines. Crop mode tiles

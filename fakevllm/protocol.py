@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fakevllm.config import FakeConfig, Profile
+from ocrq.fakevllm.config import FakeConfig, Profile
 
 IMAGE_MARKER = "<image>"
 DATA_URI = re.compile(r"^data:(image/(?:png|jpeg));base64,(.*)$", re.DOTALL)

@@ -14,8 +14,8 @@ from typing import Any, Self
 
 import httpx
 
-from fakevllm.config import config_fields, flag_name
-from shared.errors import ErrorCode, OcrqError
+from ocrq.fakevllm.config import config_fields, flag_name
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 CONTROL_TIMEOUT_S = 10.0
 
@@ -67,7 +67,15 @@ class FakeVllm:
             self.control = httpx.Client(timeout=CONTROL_TIMEOUT_S)
         with tempfile.NamedTemporaryFile(prefix="fakevllm-", suffix=".log", delete=False) as f:
             self.log_path = Path(f.name)
-        command = [sys.executable, "-m", "fakevllm", "--host", self.host, "--port", str(self.port)]
+        command = [
+            sys.executable,
+            "-m",
+            "ocrq.fakevllm",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
         with self.log_path.open("wb") as log_file:
             self.process = subprocess.Popen(
                 [*command, *self.flags], stdout=log_file, stderr=subprocess.STDOUT

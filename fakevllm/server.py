@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from fakevllm.app import FakeVllmApp
-from fakevllm.config import FakeConfig, config_fields, flag_name
-from fakevllm.h11server import start_server
+from ocrq.fakevllm.app import FakeVllmApp
+from ocrq.fakevllm.config import FakeConfig, config_fields, flag_name
+from ocrq.fakevllm.h11server import start_server
 
 log = logging.getLogger("fakevllm")
 

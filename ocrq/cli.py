@@ -26,7 +26,7 @@ def run_producer(argv: list[str]) -> int:
     """`ocrq producer`: uvicorn serving create_app(), settings from OCRQ_*."""
     import uvicorn
 
-    from shared.settings import load_settings
+    from ocrq.shared.settings import load_settings
 
     settings = load_settings()
     parser = argparse.ArgumentParser(prog="ocrq producer", description=COMMANDS["producer"])
@@ -35,7 +35,7 @@ def run_producer(argv: list[str]) -> int:
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     args = parser.parse_args(argv)
     uvicorn.run(
-        "producer.app:create_app",
+        "ocrq.producer.app:create_app",
         factory=True,
         host=args.host,
         port=args.port,
@@ -49,7 +49,7 @@ def run_producer(argv: list[str]) -> int:
 
 def run_worker(argv: list[str]) -> int:
     """`ocrq worker`: one consumer process."""
-    from consumer.main import main
+    from ocrq.consumer.main import main
 
     return main(argv)
 
@@ -63,7 +63,7 @@ def run_up(argv: list[str]) -> int:
 
 def run_fake_vllm(argv: list[str]) -> int:
     """`ocrq fake-vllm`: the test vLLM server."""
-    from fakevllm.server import main
+    from ocrq.fakevllm.server import main
 
     return main(argv)
 

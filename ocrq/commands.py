@@ -26,8 +26,8 @@ from ocrq.client import (
     WaitTimeout,
     gather_or_cancel,
 )
-from shared.errors import ErrorCode
-from shared.schemas import JobView, Result, Status
+from ocrq.shared.errors import ErrorCode
+from ocrq.shared.schemas import JobView, Result, Status
 
 SUPPORTED_SUFFIXES = frozenset({".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp"})
 SUMMARY_COLUMNS = ("file", "job_id", "status", "pages", "seconds", "error")
@@ -35,7 +35,7 @@ MAX_LONG_POLLS = 64  # concurrent long-poll connections held open on the produce
 
 
 @dataclass
-class Outcome:
+class FileReport:
     """What happened to one file."""
 
     path: Path
@@ -133,7 +133,7 @@ class Board:
         self.uploaded += 1
         self.refresh()
 
-    def finished(self, outcome: Outcome) -> None:
+    def finished(self, outcome: FileReport) -> None:
         """One file settled (done, failed or rejected)."""
         if not outcome.ok:
             self.failed += 1
@@ -165,9 +165,9 @@ class BatchRun:
     timeout: float
     fmt: str
 
-    async def one(self, path: Path, output: Path | None) -> Outcome:
+    async def one(self, path: Path, output: Path | None) -> FileReport:
         """Submit one file and, when waiting, settle it; never raises for an API error."""
-        outcome, started = Outcome(path), time.monotonic()
+        outcome, started = FileReport(path), time.monotonic()
         try:
             async with self.uploads:
                 job = await self.client.submit(path, **self.options)
@@ -187,7 +187,7 @@ class BatchRun:
         self.board.finished(outcome)
         return outcome
 
-    async def settle(self, outcome: Outcome, view: JobView, output: Path | None) -> None:
+    async def settle(self, outcome: FileReport, view: JobView, output: Path | None) -> None:
         """Record a terminal view; write the result when done."""
         outcome.status = view.status
         outcome.pages = view.result.page_count if view.result else view.progress.pages_total
@@ -214,7 +214,7 @@ def job_options(args: argparse.Namespace) -> dict[str, Any]:
 
 async def submit_all(
     args: argparse.Namespace, files: list[Path], outputs: list[Path | None], waiting: bool
-) -> list[Outcome]:
+) -> list[FileReport]:
     """Run every file through one AsyncClient under the progress bar."""
     concurrency = max(1, args.concurrency)
     async with AsyncClient(args.url, args.api_key) as client:
@@ -234,7 +234,7 @@ async def submit_all(
             )
 
 
-def print_summary(outcomes: Sequence[Outcome]) -> None:
+def print_summary(outcomes: Sequence[FileReport]) -> None:
     """A table on a terminal; tab-separated lines (header first) into a pipe."""
     if sys.stdout.isatty():
         table = Table()

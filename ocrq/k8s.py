@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from shared.keys import Keys
-from shared.settings import Settings, load_settings
+from ocrq.shared.keys import Keys
+from ocrq.shared.settings import Settings, load_settings
 
 KEDA_API = "keda.sh/v1alpha1"
 CONSUMER = "ocrq-consumer"

@@ -13,8 +13,8 @@ from types import FrameType
 
 import httpx
 
-from shared.embedded import EmbeddedServer, free_port, start_server
-from shared.settings import load_settings
+from ocrq.shared.embedded import EmbeddedServer, free_port, start_server
+from ocrq.shared.settings import load_settings
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -35,7 +35,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-class Stack:
+class Supervisor:
     """The child processes of `ocrq up`, stopped in reverse order."""
 
     def __init__(self) -> None:
@@ -67,7 +67,7 @@ class Stack:
             self.redis.stop()
 
 
-def wait_ready(url: str, stack: Stack, timeout_s: float = 60) -> None:
+def wait_ready(url: str, stack: Supervisor, timeout_s: float = 60) -> None:
     """Wait for the producer's /readyz, failing fast if a child dies."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -97,7 +97,7 @@ def banner(url: str, redis_url: str, args: argparse.Namespace) -> str:
     )
 
 
-def start(stack: Stack, args: argparse.Namespace) -> tuple[str, str]:
+def start(stack: Supervisor, args: argparse.Namespace) -> tuple[str, str]:
     """Start Redis (unless given), the producer and the workers; (api url, redis url)."""
     redis_url = args.redis_url
     if not redis_url:
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    stack = Stack()
+    stack = Supervisor()
     try:
         url, redis_url = start(stack, args)
         wait_ready(url, stack)

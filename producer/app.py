@@ -15,16 +15,16 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from producer.auth import Authenticator
-from producer.events import EventHub
-from producer.metrics import ProducerMetrics
-from producer.routes import HANDLERS
-from producer.runtime import Runtime
-from shared.errors import ErrorCode, OcrqError
-from shared.logging import configure_logging
-from shared.schemas import ErrorBody
-from shared.settings import Settings, load_settings
-from shared.store import JobStore, make_redis
+from ocrq.producer.auth import Authenticator
+from ocrq.producer.events import EventHub
+from ocrq.producer.metrics import ProducerMetrics
+from ocrq.producer.routes import HANDLERS
+from ocrq.producer.runtime import Runtime
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.logging import configure_logging
+from ocrq.shared.schemas import ErrorBody
+from ocrq.shared.settings import Settings, load_settings
+from ocrq.shared.store import REDIS_DOWN, JobStore, make_redis
 
 log = structlog.get_logger("ocrq.producer")
 
@@ -48,7 +48,7 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
         err = OcrqError(code, exc.detail)
         if exc.status_code not in _STATUS_CODES and exc.status_code < 500:
             return _render(err, exc.status_code)
-    elif _is_redis_outage(exc):
+    elif isinstance(exc, REDIS_DOWN):
         err = OcrqError(ErrorCode.UNAVAILABLE, "the job store is unreachable", retry_after=5)
     else:
         log.exception("unhandled_error", error=repr(exc))
@@ -60,13 +60,6 @@ def _render(err: OcrqError, status: int) -> Response[ErrorBody]:
     headers = {"Retry-After": str(err.retry_after)} if err.retry_after else {}
     body = ErrorBody(code=err.code.value, message=err.message)
     return Response(body, status_code=status, headers=headers)
-
-
-def _is_redis_outage(exc: Exception) -> bool:
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
-    return isinstance(exc, RedisConnectionError | RedisTimeoutError)
 
 
 def access_log(app: ASGIApp) -> ASGIApp:

@@ -6,7 +6,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from shared.errors import ErrorCode, OcrqError
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 OPEN_TENANT = "public"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import binascii
 import re
 
-from shared.errors import ErrorCode, OcrqError
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 _DATA_URI = re.compile(r"^\s*data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
 _WHITESPACE = b" \t\r\n\f\v"

@@ -11,15 +11,9 @@ import msgspec
 import redis.asyncio as aioredis
 import structlog
 
+from ocrq.shared.record import JobEvent
+
 log = structlog.get_logger("ocrq.events")
-
-
-class JobEvent(msgspec.Struct):
-    """What workers and the producer publish on every state change."""
-
-    id: str
-    status: str
-    pages_done: int = 0
 
 
 class EventHub:

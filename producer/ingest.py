@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
-from producer.decoding import decode_document, too_large
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import JobOptions, SubmitBody
-from shared.sniff import SUPPORTED, sniff_media_type
+from ocrq.producer.decoding import decode_document, too_large
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import JobOptions, SubmitBody
+from ocrq.shared.sniff import SUPPORTED, sniff_media_type
 
 # Room for JSON keys, options, a data-URI prefix and line breaks around the base64 text.
 _JSON_SLACK = 64 * 1024

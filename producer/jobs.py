@@ -1,16 +1,15 @@
-"""Jobs as the API sees them: the hash written at enqueue, the view read by a poll."""
+"""Jobs as the API sees them: ids, tenant visibility, and the view a poll returns."""
 
 from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
 
 import msgspec
 
-from producer.ingest import Submission
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import ErrorBody, JobView, Progress, Result, Status, stored_options
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.record import JobRecord
+from ocrq.shared.schemas import JobView, Progress, Result
 
 
 def new_job_id() -> str:
@@ -18,52 +17,36 @@ def new_job_id() -> str:
     return secrets.token_urlsafe(16)
 
 
-def iso(ms: Any) -> str | None:
-    """Epoch milliseconds (bytes or int) as an ISO-8601 UTC timestamp."""
-    if ms is None or ms == b"":
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as an ISO-8601 UTC timestamp."""
+    if ms is None:
         return None
-    return datetime.fromtimestamp(int(ms) / 1000, UTC).isoformat(timespec="milliseconds")
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-def job_fields(job_id: str, tenant: str, sub: Submission, created_ms: int) -> dict[str, Any]:
-    """Every field of a new job hash; the payload is the raw bytes, never base64."""
-    return {
-        "id": job_id,
-        "status": Status.QUEUED.value,
-        "tenant": tenant,
-        "filename": sub.filename or "",
-        "media_type": sub.media_type,
-        "size": len(sub.data),
-        "lane": sub.options.lane,
-        "options": msgspec.json.encode(sub.options),
-        "created_at": created_ms,
-        "attempts": 0,
-        "pages_total": 0,
-        "pages_done": 0,
-        "payload": sub.data,
-    }
-
-
-def view_from_fields(job_id: str, f: dict[str, Any], tenant: str) -> JobView:
-    """Build the poll view; a job of another tenant (or none) is not_found."""
-    if not f.get("status") or f.get("tenant", b"").decode() != tenant:
+def visible(job_id: str, record: JobRecord, tenant: str) -> JobRecord:
+    """The record when it exists and is the tenant's own; not_found otherwise."""
+    if record.status is None or record.tenant != tenant:
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
-    status = f["status"].decode()
+    return record
+
+
+def job_view(job_id: str, record: JobRecord, tenant: str) -> JobView:
+    """Build the poll view; a job of another tenant (or none) is not_found."""
+    r = visible(job_id, record, tenant)
     return JobView(
         id=job_id,
-        status=status,
-        filename=f.get("filename", b"").decode() or None,
-        media_type=f.get("media_type", b"").decode(),
-        size=int(f.get("size", 0)),
-        lane=f.get("lane", b"interactive").decode(),
-        options=stored_options(f.get("options", b"{}")),
-        progress=Progress(
-            pages_done=int(f.get("pages_done", 0)), pages_total=int(f.get("pages_total", 0))
-        ),
-        attempts=int(f.get("attempts", 0)),
-        created_at=iso(f.get("created_at")),
-        started_at=iso(f.get("started_at")),
-        finished_at=iso(f.get("finished_at")),
-        error=msgspec.json.decode(f["error"], type=ErrorBody) if f.get("error") else None,
-        result=msgspec.json.decode(f["result"], type=Result) if f.get("result") else None,
+        status=r.status or "",
+        filename=r.filename or None,
+        media_type=r.media_type,
+        size=r.size,
+        lane=r.lane,
+        options=r.options,
+        progress=Progress(pages_done=r.pages_done, pages_total=r.pages_total),
+        attempts=r.attempts,
+        created_at=iso(r.created_at),
+        started_at=iso(r.started_at),
+        finished_at=iso(r.finished_at),
+        error=r.error,
+        result=msgspec.json.decode(r.result, type=Result) if r.result else None,
     )

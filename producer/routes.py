@@ -13,16 +13,19 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from producer.ingest import Submission, body_ceiling, read_json, read_multipart, read_raw
-from producer.jobs import iso, job_fields, new_job_id, view_from_fields
-from producer.runtime import Runtime
-from shared.errors import ErrorCode, OcrqError
-from shared.profiles import get_profile
-from shared.schemas import TERMINAL, Accepted, JobView, Status
-from shared.store import now_ms
+from ocrq.producer.ingest import Submission, body_ceiling, read_json, read_multipart, read_raw
+from ocrq.producer.jobs import iso, job_view, new_job_id, visible
+from ocrq.producer.runtime import Runtime
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.profiles import get_profile
+from ocrq.shared.record import Field, new_job_fields
+from ocrq.shared.schemas import TERMINAL, Accepted, JobView, Status
+from ocrq.shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
-WaitSeconds = Annotated[int, Parameter(ge=0, le=60, description="Long-poll up to N seconds")]
+WaitSeconds = Annotated[
+    int, Parameter(ge=0, description="Long-poll up to N seconds (at most OCRQ_MAX_WAIT_S, 60)")
+]
 
 
 def runtime_of(state: State) -> Runtime:
@@ -71,7 +74,10 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     job_id, created = new_job_id(), now_ms()
     idem_key = rt.store.keys.idem(tenant, idem) if idem else None
     started = time.perf_counter()
-    fields = job_fields(job_id, tenant, sub, created)
+    fields = new_job_fields(
+        job_id=job_id, tenant=tenant, filename=sub.filename, media_type=sub.media_type,
+        data=sub.data, options=sub.options, created_ms=created,
+    )  # fmt: skip
     fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem_key)
     rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
     structlog.contextvars.bind_contextvars(job_id=job_id)
@@ -86,8 +92,8 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
 
 
 async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
-    """HMGET the named fields (never the payload) and build the view."""
-    return view_from_fields(job_id, await rt.store.read_fields(job_id), tenant)
+    """Read what a poll may read (never the payload) and build the view."""
+    return job_view(job_id, await rt.store.read(job_id), tenant)
 
 
 @get("/v1/jobs/{job_id:str}", summary="Job status, progress and result")
@@ -98,6 +104,10 @@ async def get_job(
     rt = runtime_of(state)
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    if wait > rt.settings.max_wait_s:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST, f"wait: at most {rt.settings.max_wait_s} seconds"
+        )
     with rt.events.watch(job_id) as changed:
         view = await read_view(rt, job_id, tenant)
         if wait and Status(view.status) not in TERMINAL:
@@ -118,15 +128,15 @@ async def get_result(
     rt = runtime_of(state)
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
-    fields = await rt.store.read_fields(job_id, ("status", "tenant", "result", "error"))
-    stored = fields.pop("result", None)  # the view checks status and tenant without it
-    view = view_from_fields(job_id, fields, tenant)
+    names = (Field.STATUS, Field.TENANT, Field.RESULT, Field.ERROR)
+    record = visible(job_id, await rt.store.read(job_id, names), tenant)
+    stored = record.result
     if stored is None:
-        detail = f": {view.error.code}: {view.error.message}" if view.error else ""
+        detail = f": {record.error.code}: {record.error.message}" if record.error else ""
         raise OcrqError(
             ErrorCode.CONFLICT,
-            f"job {job_id} is {view.status}, no result{detail}",
-            retry_after=None if Status(view.status) in TERMINAL else 1,
+            f"job {job_id} is {record.status}, no result{detail}",
+            retry_after=None if record.status in TERMINAL else 1,
         )
     if "text/markdown" in request.headers.get("accept", ""):
         markdown = msgspec.json.decode(stored, type=MarkdownOnly).markdown

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from producer.auth import Authenticator
-from producer.events import EventHub
-from producer.metrics import ProducerMetrics
-from shared.settings import Settings
-from shared.store import JobStore
+from ocrq.producer.auth import Authenticator
+from ocrq.producer.events import EventHub
+from ocrq.producer.metrics import ProducerMetrics
+from ocrq.shared.settings import Settings
+from ocrq.shared.store import JobStore
 
 
 @dataclass(frozen=True)

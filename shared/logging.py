@@ -7,7 +7,7 @@ import sys
 
 import structlog
 
-from shared.settings import Settings
+from ocrq.shared.settings import Settings
 
 
 def configure_logging(settings: Settings) -> None:

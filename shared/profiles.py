@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from shared.errors import ErrorCode, OcrqError
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 
 class Profile(msgspec.Struct, frozen=True, kw_only=True):

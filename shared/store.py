@@ -8,20 +8,21 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared import keys as scripts
-from shared.errors import ErrorCode, OcrqError
-from shared.keys import Keys
-from shared.settings import Settings
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
+from ocrq.shared.record import POLL_FIELDS, Field, JobRecord, decode_record, error_json, text
+from ocrq.shared.schemas import Status
+from ocrq.shared.settings import Settings
 
 ScriptArg = bytes | str | int | float
 
-# Fields a poll reads: everything but the payload, which can be 10 MB.
-VIEW_FIELDS: tuple[str, ...] = (
-    "status", "tenant", "filename", "media_type", "size", "lane", "options", "created_at",
-    "started_at", "finished_at", "attempts", "pages_total", "pages_done", "error", "result",
-)  # fmt: skip
+# Redis unreachable or too slow to answer: wait and try again; never a job's outcome.
+REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def now_ms() -> int:
@@ -49,14 +50,13 @@ class JobStore:
         self.redis = redis
         self.settings = settings
         self.keys = Keys(settings.prefix)
-        self._enqueue = redis.register_script(scripts.ENQUEUE)
-        self._claim = redis.register_script(scripts.CLAIM)
-        self._progress = redis.register_script(scripts.PROGRESS)
-        self._finish = redis.register_script(scripts.FINISH)
-        self._touch = redis.register_script(scripts.TOUCH)
-        self._poison = redis.register_script(scripts.POISON)
-        self._release = redis.register_script(scripts.RELEASE)
-        self._cancel = redis.register_script(scripts.CANCEL)
+        # Registered once: redis-py sends EVALSHA and loads the script again after a flush.
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(load_script(name)) for name in SCRIPT_NAMES
+        }
+
+    async def _run(self, name: str, keys: list[str], argv: list[ScriptArg]) -> Any:
+        return await self._scripts[name](keys=keys, args=argv)
 
     async def ensure_groups(self) -> None:
         """Create each lane's group at id 0 with MKSTREAM; BUSYGROUP means it exists."""
@@ -75,7 +75,7 @@ class JobStore:
             groups = await self.redis.xinfo_groups(self.keys.stream(lane))
         except ResponseError:
             return None
-        return next((g for g in groups if _text(g.get("name")) == self.keys.group), None)
+        return next((g for g in groups if text(g.get("name")) == self.keys.group), None)
 
     async def groups_exist(self) -> bool:
         """True when every lane's stream has the workers group."""
@@ -93,37 +93,42 @@ class JobStore:
             job_id, s.max_backlog, s.queued_ttl_s, s.idempotency_ttl_s, self.keys.group
         ]  # fmt: skip
         keys = [self.keys.job(job_id), self.keys.stream(lane), idem or ""]
-        kind, value = await self._enqueue(keys=keys, args=argv + flat)
-        kind, value = _text(kind), _text(value)
+        kind, value = await self._run("enqueue", keys, argv + flat)
+        kind, value = text(kind), text(value)
         if kind == "full":
             raise OcrqError(
                 ErrorCode.QUEUE_FULL, f"the {lane} lane holds {value} jobs", retry_after=5
             )
         return kind == "ok", value
 
-    async def read_fields(self, job_id: str, names: Sequence[str] = VIEW_FIELDS) -> dict[str, Any]:
-        """HMGET the named fields (never the payload unless asked by name)."""
+    async def read(self, job_id: str, names: Sequence[Field] = POLL_FIELDS) -> JobRecord:
+        """HMGET the named fields (never the payload unless asked by name), decoded."""
         values = await self.redis.hmget(self.keys.job(job_id), list(names))
-        return {n: v for n, v in zip(names, values, strict=True) if v is not None}
+        return decode_record({n: v for n, v in zip(names, values, strict=True) if v is not None})
+
+    async def status(self, job_id: str) -> str | None:
+        """The job's status field alone; None when the job is gone."""
+        value = await self.redis.hget(self.keys.job(job_id), Field.STATUS)
+        return None if value is None else text(value)
 
     async def cancel(self, job_id: str, tenant: str) -> str:
         """Cancel an active job or delete a terminal one: 'cancelled' | 'deleted' | 'missing'."""
-        err = msgspec.json.encode({"code": "cancelled", "message": "cancelled by the client"})
+        err = error_json(ErrorCode.CANCELLED, "cancelled by the client")
         argv: list[ScriptArg] = [
             tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id
         ]  # fmt: skip
-        return _text(await self._cancel(keys=[self.keys.job(job_id)], args=argv))
+        return text(await self._run("cancel", [self.keys.job(job_id)], argv))
 
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
         """queued → processing for this worker: 'ok', 'skip:<status>' or 'missing'."""
         keys = [self.keys.job(job_id), self.keys.stream(lane)]
         argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms(), self.settings.queued_ttl_s]
-        return _text(await self._claim(keys=keys, args=argv))
+        return text(await self._run("claim", keys, argv))
 
     async def progress(self, job_id: str, me: str, done: int, total: int) -> bool:
         """Advance pages_done; False when this worker no longer owns the job."""
         argv: list[ScriptArg] = [me, done, total, self.keys.events, job_id]
-        return _text(await self._progress(keys=[self.keys.job(job_id)], args=argv)) == "ok"
+        return text(await self._run("progress", [self.keys.job(job_id)], argv)) == "ok"
 
     async def finish(self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome) -> bool:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
@@ -132,31 +137,29 @@ class JobStore:
             me, entry, self.keys.group, outcome.status, outcome.field, outcome.value, now_ms(),
             self.settings.result_ttl_s, self.keys.events, job_id, outcome.pages_done,
         ]  # fmt: skip
-        return _text(await self._finish(keys=keys, args=argv)) == "ok"
+        return text(await self._run("finish", keys, argv)) == "ok"
 
     async def touch(self, lane: str, entry: str, me: str) -> bool:
         """Reset the entry's idle time while this worker still owns it."""
         argv: list[ScriptArg] = [me, entry, self.keys.group]
-        return int(await self._touch(keys=[self.keys.stream(lane)], args=argv)) == 1
+        return int(await self._run("touch", [self.keys.stream(lane)], argv)) == 1
 
     async def release(self, job_id: str, lane: str, entry: str, me: str) -> bool:
         """Hand an unfinished job back (processing → queued) for the next reclaim to take."""
         keys = [self.keys.job(job_id), self.keys.stream(lane)]
         idle = self.settings.visibility_timeout_ms + 1
         argv: list[ScriptArg] = [me, entry, self.keys.group, idle, self.keys.events, job_id]
-        return int(await self._release(keys=keys, args=argv)) == 1
+        return int(await self._run("release", keys, argv)) == 1
 
     async def poison(self, job_id: str, lane: str, entry: str, me: str, deliveries: int) -> bool:
         """Fail the job as poisoned and copy it to the dead stream."""
-        err = msgspec.json.encode(
-            {"code": "poisoned", "message": f"delivered {deliveries} times without finishing"}
-        )
+        err = error_json(ErrorCode.POISONED, f"delivered {deliveries} times without finishing")
         keys = [self.keys.job(job_id), self.keys.stream(lane), self.keys.dead]
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, err, now_ms(), self.settings.result_ttl_s,
             self.keys.events, job_id, lane, deliveries,
         ]  # fmt: skip
-        return _text(await self._poison(keys=keys, args=argv)) == "ok"
+        return text(await self._run("poison", keys, argv)) == "ok"
 
     async def drop_entry(self, lane: str, entry: str) -> None:
         """ACK and delete an entry that names no job (not ours to keep redelivering)."""
@@ -179,22 +182,17 @@ class JobStore:
 class Outcome(msgspec.Struct, frozen=True):
     """A terminal outcome for FINISH: status plus the JSON for the result or error field."""
 
-    status: str
-    field: str
+    status: Status
+    field: Field
     value: bytes
     pages_done: int = 0
 
     @classmethod
     def done(cls, result_json: bytes, pages_done: int) -> Outcome:
         """A successful job."""
-        return cls("done", "result", result_json, pages_done)
+        return cls(Status.DONE, Field.RESULT, result_json, pages_done)
 
     @classmethod
     def failed(cls, error: OcrqError, pages_done: int = 0) -> Outcome:
         """A failed job with its catalogue code."""
-        body = msgspec.json.encode({"code": error.code.value, "message": error.message})
-        return cls("failed", "error", body, pages_done)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        return cls(Status.FAILED, Field.ERROR, error_json(error.code, error.message), pages_done)

@@ -13,10 +13,10 @@ import redis
 import redis.asyncio as aioredis
 from stack import start_producer, stop
 
-from fakevllm.runner import FakeVllm
-from shared.embedded import EmbeddedServer, start_server
-from shared.settings import Settings, load_settings
-from shared.store import JobStore, make_redis
+from ocrq.fakevllm.runner import FakeVllm
+from ocrq.shared.embedded import EmbeddedServer, start_server
+from ocrq.shared.settings import Settings, load_settings
+from ocrq.shared.store import JobStore, make_redis
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from typing import Protocol
 
 import msgspec
 
-from shared.schemas import Page, Segment, Usage
+from ocrq.shared.schemas import Page, Segment, Usage
 
 
 class PageImage(msgspec.Struct, frozen=True, kw_only=True):

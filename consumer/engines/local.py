@@ -18,12 +18,12 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from consumer.engines.base import EngineOutput, PageImage
-from consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
-from consumer.reading_order import Box, order_lines, to_markdown
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import Block, Page, Usage
-from shared.settings import Settings
+from ocrq.consumer.engines.base import EngineOutput, PageImage
+from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
+from ocrq.consumer.reading_order import Box, order_lines, to_markdown
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import Block, Page, Usage
+from ocrq.shared.settings import Settings
 
 NAME = "local"
 # The wheel's ch_PP-OCRv4 detection and recognition models (Chinese + English); its

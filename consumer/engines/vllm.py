@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import msgspec
 
-from consumer.engines.base import EngineOutput, PageImage
-from consumer.grounding import parse_page
-from shared.errors import ErrorCode, OcrqError
-from shared.profiles import Profile, get_profile
-from shared.schemas import Page, Segment, Usage
-from shared.settings import Settings
+from ocrq.consumer.engines.base import EngineOutput, PageImage
+from ocrq.consumer.grounding import parse_page
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.profiles import Profile, get_profile
+from ocrq.shared.schemas import Page, Segment, Usage
+from ocrq.shared.settings import Settings
 
 CHAT_PATH = "/v1/chat/completions"
 CONNECT_TIMEOUT_S = 10.0

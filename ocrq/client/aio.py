@@ -14,7 +14,7 @@ from ocrq.client.calls import Call, ClientBase, Job, JobRef
 from ocrq.client.errors import ApiError, Conflict, checked, conflict_or_failure
 from ocrq.client.pacing import Deadline, LongPoll
 from ocrq.client.upload import Source, prepare_upload
-from shared.schemas import JobView, Result
+from ocrq.shared.schemas import JobView, Result
 
 T = TypeVar("T")
 

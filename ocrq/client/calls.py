@@ -14,7 +14,7 @@ import msgspec
 from ocrq.client.errors import ApiError, unreachable
 from ocrq.client.pacing import MAX_RETRY_SLEEP_S, SUBMIT_RETRIES, resubmit_delay
 from ocrq.client.upload import Upload, query_params
-from shared.schemas import JobView
+from ocrq.shared.schemas import JobView
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 

@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import TERMINAL, ErrorBody, JobView, Status
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import TERMINAL, ErrorBody, JobView, Status
 
 
 class ApiError(OcrqError):

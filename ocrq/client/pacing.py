@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ocrq.client.errors import ApiError, JobFailed, QueueFull, Unavailable, WaitTimeout
-from shared.schemas import TERMINAL, JobView, Status
+from ocrq.shared.schemas import TERMINAL, JobView, Status
 
 MAX_POLL_S = 30  # one long-poll request; the server allows up to 60
 SUBMIT_RETRIES = 3  # extra attempts after a 503 (queue_full / unavailable)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.sniff import sniff_media_type
+from ocrq.shared.sniff import sniff_media_type
 
 CHUNK_BYTES = 256 * 1024
 SNIFF_BYTES = 2048  # what the server sniffs too

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from consumer.grounding import parse_page, strip_tags
-from shared.schemas import Block
+from ocrq.consumer.grounding import parse_page, strip_tags
+from ocrq.shared.schemas import Block
 
 # A page as DeepSeek-OCR / Unlimited-OCR write it (boxes in 0..1000 of the page).
 SAMPLE = (

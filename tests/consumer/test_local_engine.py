@@ -15,10 +15,10 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from consumer.engines.base import PageImage
-from consumer.engines.local import LocalEngine
-from shared.errors import ErrorCode, OcrqError
-from shared.settings import load_settings
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.local import LocalEngine
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.settings import load_settings
 
 Draw = Callable[[pymupdf.Page], None]
 FONT_SIZE = 32

@@ -11,7 +11,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
-from consumer.pool import PoolClosed, RecyclingPool
+from ocrq.consumer.pool import PoolClosed, RecyclingPool
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ from documents import (
 )
 from PIL import Image
 
-from consumer.pool import RecyclingPool
-from consumer.raster import Rasteriser, inspect_document, normalise_image, render_pdf_page
-from shared.errors import ErrorCode, OcrqError
+from ocrq.consumer.pool import RecyclingPool
+from ocrq.consumer.raster import Rasteriser, inspect_document, normalise_image, render_pdf_page
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 PDF = "application/pdf"
 MAX_PIXELS = 80_000_000
@@ -117,8 +117,8 @@ def test_undecodable_image_fails_with_corrupt_document(tmp_path: Path) -> None:
 
 _BOMB_PROBE = """
 import resource, sys
-from consumer.raster import inspect_document, normalise_image
-from shared.errors import OcrqError
+from ocrq.consumer.raster import inspect_document, normalise_image
+from ocrq.shared.errors import OcrqError
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 codes = []
 for attempt in (

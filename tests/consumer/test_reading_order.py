@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from consumer.reading_order import Box, find_gutter, group_lines, order_lines, to_markdown
+from ocrq.consumer.reading_order import Box, find_gutter, group_lines, order_lines, to_markdown
 
 LINE = 30.0  # box height in pixels
 STEP = 40.0  # baseline-to-baseline distance of consecutive lines

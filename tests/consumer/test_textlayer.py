@@ -9,8 +9,8 @@ import pymupdf
 import pytest
 from documents import garbage_pdf, scanned_pdf, text_pdf
 
-from consumer.textlayer import extract_text_page, text_is_good
-from shared.errors import ErrorCode, OcrqError
+from ocrq.consumer.textlayer import extract_text_page, text_is_good
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 WORDS = ["Quarterly", "revenue", "grew", "by", "twelve", "percent", "across", "all", "regions"]
 

@@ -13,12 +13,12 @@ import httpx
 import pymupdf
 import pytest
 
-from consumer.engines.base import PageImage
-from consumer.engines.vllm import VllmEngine, build_request, chat_completions_url, data_uri
-from fakevllm.runner import FakeVllm, free_port
-from shared.errors import ErrorCode, OcrqError
-from shared.profiles import get_profile
-from shared.settings import Settings
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.vllm import VllmEngine, build_request, chat_completions_url, data_uri
+from ocrq.fakevllm.runner import FakeVllm, free_port
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.profiles import get_profile
+from ocrq.shared.settings import Settings
 
 DEEPSEEK_MODEL = "deepseek-ai/DeepSeek-OCR"
 

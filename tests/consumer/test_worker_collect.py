@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from consumer.metrics import WorkerMetrics
-from consumer.worker import Worker
-from shared.store import JobStore
+from ocrq.consumer.metrics import WorkerMetrics
+from ocrq.consumer.worker import Worker
+from ocrq.shared.store import JobStore
 
 
 async def add(store: JobStore, job_id: str, lane: str = "interactive") -> None:
@@ -22,7 +22,7 @@ async def add(store: JobStore, job_id: str, lane: str = "interactive") -> None:
 
 
 def worker(store: JobStore, tmp_path: Path) -> Worker:
-    runner: Any = SimpleNamespace(me="w-test", shm=tmp_path)
+    runner: Any = SimpleNamespace(me="w-test", workspace=tmp_path / "w-test")
     return Worker(store.settings, store, runner, WorkerMetrics())
 
 

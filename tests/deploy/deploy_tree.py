@@ -18,7 +18,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K8S = REPO_ROOT / "k8s"
-KEDA_SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "keda"
+KEDA_SCHEMAS = Path(__file__).parent / "schemas" / "keda"  # source and version: its README
 K8S_VERSION = "1.30.0"  # a version kubernetes-validate ships; KEDA 2.15+ supports it
 
 Obj = dict[str, Any]

@@ -14,7 +14,7 @@ import yaml
 from deploy_tree import REPO_ROOT, base_objects, find
 
 from ocrq import k8s
-from shared.settings import LANES, Settings, load_settings
+from ocrq.shared.settings import LANES, Settings, load_settings
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 SIZES = {"kb": 2**10, "mb": 2**20, "gb": 2**30, "k": 2**10, "m": 2**20, "g": 2**30}

@@ -13,9 +13,9 @@ import msgspec
 import pytest
 from deploy_tree import K8S, K8S_VERSION, base_objects, find, load_docs, manifest_files
 
-from consumer.retry import backoff_delay
 from ocrq import k8s
-from shared.settings import LANES, Settings, load_settings
+from ocrq.consumer.retry import backoff_delay
+from ocrq.shared.settings import LANES, Settings, load_settings
 
 Obj = dict[str, Any]
 CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")

@@ -15,8 +15,8 @@ import redis
 from deploy_tree import K8S, base_objects, find
 
 from ocrq import k8s
-from shared.keys import Keys
-from shared.settings import GROUP, LANES, load_settings
+from ocrq.shared.keys import Keys
+from ocrq.shared.settings import GROUP, LANES, load_settings
 
 KEYS = Keys(load_settings({}).prefix)
 STREAM = KEYS.stream(LANES[0])

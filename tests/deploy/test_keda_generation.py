@@ -11,8 +11,8 @@ import yaml
 from deploy_tree import K8S, base_objects, find
 
 from ocrq import k8s
-from shared.keys import Keys
-from shared.settings import GROUP, LANES, load_settings
+from ocrq.shared.keys import Keys
+from ocrq.shared.settings import GROUP, LANES, load_settings
 
 CONFIG = K8S / "base" / "config.yaml"
 KEDA_DIR = K8S / "base" / "keda"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from stack import Stack
 
-from fakevllm.runner import FakeVllm
-from shared.settings import Settings
+from ocrq.fakevllm.runner import FakeVllm
+from ocrq.shared.settings import Settings
 
 
 @pytest.fixture

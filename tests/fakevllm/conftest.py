@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from fakevllm.runner import FakeVllm
+from ocrq.fakevllm.runner import FakeVllm
 
 
 @pytest.fixture

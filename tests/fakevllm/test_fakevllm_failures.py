@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fakevllm_requests import chat_body
 
-from fakevllm.runner import FakeVllm
+from ocrq.fakevllm.runner import FakeVllm
 
 CHAT = "/v1/chat/completions"
 

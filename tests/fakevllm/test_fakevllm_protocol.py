@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fakevllm_requests import SIZE_PATTERN, chat_body, data_uri, image_bytes, image_part
 
-from fakevllm.runner import FakeVllm
+from ocrq.fakevllm.runner import FakeVllm
 
 Body = dict[str, Any]
 

@@ -6,10 +6,10 @@ import httpx
 import pytest
 from fakevllm_requests import chat_body
 
-from fakevllm.config import FakeConfig
-from fakevllm.runner import FakeVllm
-from fakevllm.server import parse_args
-from shared.errors import ErrorCode, OcrqError
+from ocrq.fakevllm.config import FakeConfig
+from ocrq.fakevllm.runner import FakeVllm
+from ocrq.fakevllm.server import parse_args
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 
 def test_flags_and_their_short_aliases_set_the_config() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from stack import Stack, start_producer, stop
 
-from fakevllm.runner import FakeVllm
-from shared.settings import Settings
+from ocrq.fakevllm.runner import FakeVllm
+from ocrq.shared.settings import Settings
 
 
 @pytest.fixture(scope="module")

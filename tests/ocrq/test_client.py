@@ -32,8 +32,8 @@ from ocrq.client import (
     WaitTimeout,
     error_from_response,
 )
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import JobOptions, JobView, Progress
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import JobOptions, JobView, Progress
 
 MakeProducer = Callable[..., str]
 

@@ -16,7 +16,7 @@ from stack import Stack
 
 from ocrq.client import Client
 from ocrq.commands import collect_files, main, output_names
-from shared.schemas import Result
+from ocrq.shared.schemas import Result
 
 MakeProducer = Callable[..., str]
 

@@ -10,8 +10,8 @@ import pytest
 import redis
 from litestar.testing import TestClient
 
-from producer.app import create_app
-from shared.settings import Settings
+from ocrq.producer.app import create_app
+from ocrq.shared.settings import Settings
 
 
 @pytest.fixture

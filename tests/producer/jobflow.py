@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import redis.asyncio as aioredis
 
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import EngineInfo, Page, Result
-from shared.store import JobStore, Outcome
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import EngineInfo, Page, Result
+from ocrq.shared.store import JobStore, Outcome
 
 ME = "test-worker"
 

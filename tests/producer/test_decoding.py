@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from producer.decoding import SLICE, decode_document
-from shared.errors import ErrorCode, OcrqError
+from ocrq.producer.decoding import SLICE, decode_document
+from ocrq.shared.errors import ErrorCode, OcrqError
 
 DATA = bytes(range(256)) * 41  # crosses every byte value, odd length
 LIMIT = 10 * 1024 * 1024

@@ -13,8 +13,8 @@ from jobflow import finish_done, finish_failed, take
 from litestar.testing import TestClient
 from payloads import b64, small_pdf
 
-from shared.errors import ErrorCode
-from shared.store import JobStore
+from ocrq.shared.errors import ErrorCode
+from ocrq.shared.store import JobStore
 
 
 def submit(api: TestClient[Any], **headers: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.errors import ErrorCode, OcrqError
-from shared.profiles import PROFILES, Profile, get_profile
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.profiles import PROFILES, Profile, get_profile
 
 
 def test_unlimited_ocr_follows_the_model_card() -> None:

@@ -7,10 +7,10 @@ import pickle
 import pytest
 from documents import bmp, jpeg, png, text_pdf, tiff, webp
 
-from shared.errors import ErrorCode, OcrqError
-from shared.schemas import stored_options
-from shared.settings import load_settings, parse_api_keys
-from shared.sniff import sniff_media_type
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import stored_options
+from ocrq.shared.settings import load_settings, parse_api_keys
+from ocrq.shared.sniff import sniff_media_type
 
 
 @pytest.mark.parametrize(

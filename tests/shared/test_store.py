@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from shared.errors import ErrorCode, OcrqError
-from shared.store import JobStore, Outcome
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.store import JobStore, Outcome
 
 LANE = "interactive"
 

@@ -1,0 +1,29 @@
+"""A stream entry handed to this worker, as the loop reads it from a lane."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ocrq.shared.record import ENTRY_JOB_ID, text
+
+
+class Delivery(msgspec.Struct, frozen=True):
+    """One stream entry handed to this worker."""
+
+    lane: str
+    entry: str
+    job_id: str  # "" for an entry that names no job (dropped, never redelivered)
+    deliveries: int = 1
+
+
+def parse_entries(reply: Any) -> list[Delivery]:
+    """XREADGROUP reply → deliveries."""
+    out: list[Delivery] = []
+    for stream, entries in reply or []:
+        lane = text(stream).rsplit(":", 1)[-1]
+        for entry_id, fields in entries:
+            job_id = (fields or {}).get(ENTRY_JOB_ID.encode(), b"")
+            out.append(Delivery(lane=lane, entry=text(entry_id), job_id=text(job_id)))
+    return out

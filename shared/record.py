@@ -1,0 +1,139 @@
+"""The job record: every field of the job hash, its codec, what a poll reads, and the event.
+
+Producer, consumer and the Lua scripts meet only here. The producer writes a new record with
+``new_job_fields``; the scripts move it through the state machine (docs/state-machine.md);
+pollers and workers read it back with ``read_record``. A test fails when a script touches a
+field, a status or an event key that this module does not declare.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import msgspec
+
+from ocrq.shared.errors import ErrorCode
+from ocrq.shared.schemas import Base, ErrorBody, JobOptions, Status, stored_options
+
+
+class Field(StrEnum):
+    """Every field of the job hash ``<prefix>job:<id>``."""
+
+    ID = "id"
+    STATUS = "status"  # a Status value
+    TENANT = "tenant"
+    FILENAME = "filename"  # "" when the client sent none
+    MEDIA_TYPE = "media_type"  # sniffed from the bytes
+    SIZE = "size"  # document bytes
+    LANE = "lane"
+    OPTIONS = "options"  # JobOptions as JSON
+    CREATED_AT = "created_at"  # epoch ms
+    STARTED_AT = "started_at"  # epoch ms of the latest claim
+    FINISHED_AT = "finished_at"  # epoch ms of the terminal transition
+    ATTEMPTS = "attempts"  # claims so far
+    PAGES_TOTAL = "pages_total"
+    PAGES_DONE = "pages_done"
+    ERROR = "error"  # ErrorBody as JSON, on failed and cancelled
+    RESULT = "result"  # Result as JSON, on done
+    PAYLOAD = "payload"  # the document's raw bytes, until the job ends
+    WORKER = "worker"  # the consumer that claimed it ("" once released)
+    ENTRY = "entry"  # the stream entry the worker holds
+
+
+# A poll reads everything but the payload (up to 10 MB) and the worker's bookkeeping.
+POLL_FIELDS: tuple[Field, ...] = tuple(
+    f for f in Field if f not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY)
+)
+# What a worker reads to run a claimed job.
+WORK_FIELDS: tuple[Field, ...] = (Field.PAYLOAD, Field.MEDIA_TYPE, Field.OPTIONS, Field.CREATED_AT)
+# The one field of a lane's stream entry: the job id.
+ENTRY_JOB_ID = "id"
+
+_INT_FIELDS = frozenset({Field.SIZE, Field.ATTEMPTS, Field.PAGES_TOTAL, Field.PAGES_DONE})
+_MS_FIELDS = frozenset({Field.CREATED_AT, Field.STARTED_AT, Field.FINISHED_AT})
+
+
+class JobRecord(Base):
+    """A job hash decoded; a field that was not read (or not written yet) has its default."""
+
+    id: str = ""
+    status: Status | None = None  # None: no such job
+    tenant: str = ""
+    filename: str = ""
+    media_type: str = ""
+    size: int = 0
+    lane: str = "interactive"
+    options: JobOptions = msgspec.field(default_factory=JobOptions)
+    created_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    attempts: int = 0
+    pages_total: int = 0
+    pages_done: int = 0
+    error: ErrorBody | None = None
+    result: bytes | None = None  # the Result JSON exactly as the worker wrote it
+    payload: bytes | None = None
+    worker: str = ""
+    entry: str = ""
+
+
+class JobEvent(msgspec.Struct):
+    """What the scripts publish on the events channel at every state change."""
+
+    id: str
+    status: str
+    pages_done: int = 0
+
+
+def error_json(code: ErrorCode, message: str) -> bytes:
+    """The ``error`` field: the same {code, message} body the API returns."""
+    return msgspec.json.encode(ErrorBody(code=code.value, message=message))
+
+
+def new_job_fields(
+    *, job_id: str, tenant: str, filename: str | None, media_type: str, data: bytes,
+    options: JobOptions, created_ms: int,
+) -> dict[str, bytes | str | int]:  # fmt: skip
+    """Every field of a new job hash; the payload is the raw bytes, never base64."""
+    return {
+        Field.ID: job_id,
+        Field.STATUS: Status.QUEUED.value,
+        Field.TENANT: tenant,
+        Field.FILENAME: filename or "",
+        Field.MEDIA_TYPE: media_type,
+        Field.SIZE: len(data),
+        Field.LANE: options.lane,
+        Field.OPTIONS: msgspec.json.encode(options),
+        Field.CREATED_AT: created_ms,
+        Field.ATTEMPTS: 0,
+        Field.PAGES_TOTAL: 0,
+        Field.PAGES_DONE: 0,
+        Field.PAYLOAD: data,
+    }
+
+
+def decode_record(raw: dict[Field, Any]) -> JobRecord:
+    """Decode the fields an HMGET returned (absent fields keep their defaults)."""
+    return JobRecord(**{name.value: _decode_field(name, value) for name, value in raw.items()})
+
+
+def _decode_field(name: Field, value: Any) -> Any:
+    if name in (Field.PAYLOAD, Field.RESULT):
+        return value
+    if name is Field.OPTIONS:
+        return stored_options(value)
+    if name is Field.ERROR:
+        return msgspec.json.decode(value, type=ErrorBody)
+    if name in _INT_FIELDS:
+        return int(value)
+    if name in _MS_FIELDS:
+        return int(value) if value else None
+    if name is Field.STATUS:
+        return Status(text(value))
+    return text(value)
+
+
+def text(value: Any) -> str:
+    """A Redis reply (bytes or str) as str."""
+    return value.decode() if isinstance(value, bytes) else str(value)

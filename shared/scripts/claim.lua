@@ -1,0 +1,25 @@
+-- claim: queued → processing (also a reclaimed processing → processing). Caller: worker.
+-- Takes the job for consumer ARGV[1] unless it has ended, or is alive under another entry.
+-- KEYS: job, stream
+-- ARGV: me, entry, group, now_ms, ttl_s
+-- Reply: 'ok' | 'skip:<status>' | 'missing'
+-- Needs: owns, ack
+local job, stream = KEYS[1], KEYS[2]
+local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
+local status = redis.call('HGET', job, 'status')
+if not status then ack(stream, group, entry); return 'missing' end
+if status == 'processing' then
+  local w = redis.call('HMGET', job, 'worker', 'entry')
+  if w[2] ~= entry and w[1] and w[2] and owns(stream, group, w[2], w[1]) then
+    -- A duplicated XADD: the job is alive under another entry; drop this one.
+    ack(stream, group, entry); return 'skip:duplicate'
+  end
+  -- A reclaimed entry: its worker went idle past the visibility timeout.
+  status = 'queued'
+end
+if status ~= 'queued' then ack(stream, group, entry); return 'skip:' .. status end
+redis.call('HSET', job, 'status', 'processing', 'worker', me, 'started_at', ARGV[4],
+  'entry', entry, 'pages_done', 0)
+redis.call('HINCRBY', job, 'attempts', 1)
+redis.call('EXPIRE', job, tonumber(ARGV[5]))  -- a job started late in its TTL must not vanish
+return 'ok'

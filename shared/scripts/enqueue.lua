@@ -1,0 +1,27 @@
+-- enqueue: (none) → queued. Caller: producer (POST /v1/jobs).
+-- Writes the job hash and its stream entry in one step, or returns the job an
+-- Idempotency-Key already names, or refuses when the lane is full.
+-- KEYS: job, stream, idem ('' when none)
+-- ARGV: job_id, max_backlog, ttl_s, idem_ttl_s, group, field1, value1, ...
+-- Reply: {'ok', id} | {'dup', id} | {'full', backlog}
+-- Needs: (nothing)
+local job, stream, idem = KEYS[1], KEYS[2], KEYS[3]
+if idem ~= '' then
+  local prior = redis.call('GET', idem)
+  -- The job key ends with the new id; swap in the prior id to see if that job still exists.
+  if prior and redis.call('EXISTS', string.sub(job, 1, #job - #ARGV[1]) .. prior) == 1 then
+    return {'dup', prior}
+  end
+end
+-- The backlog is XLEN: entries waiting plus entries in flight.
+local backlog = redis.call('XLEN', stream)
+if backlog >= tonumber(ARGV[2]) then return {'full', tostring(backlog)} end
+-- The group must exist at id 0 before the first entry, or KEDA reads a missing lag.
+pcall(redis.call, 'XGROUP', 'CREATE', stream, ARGV[5], '0', 'MKSTREAM')
+local fields = {}
+for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', job, unpack(fields))
+redis.call('EXPIRE', job, tonumber(ARGV[3]))
+redis.call('XADD', stream, '*', 'id', ARGV[1])
+if idem ~= '' then redis.call('SET', idem, ARGV[1], 'EX', tonumber(ARGV[4])) end
+return {'ok', ARGV[1]}

@@ -1,0 +1,24 @@
+-- finish: processing → done | failed. Caller: the worker that owns the job.
+-- Writes the outcome, drops the payload, ACKs and XDELs, publishes; only while this worker
+-- still owns both the job and the entry (else it only ACKs an entry that is still its own).
+-- KEYS: job, stream
+-- ARGV: me, entry, group, status, field (result|error), value, finished_at, ttl_s,
+--       channel, id, pages_done
+-- Reply: 'ok' | 'lost'
+-- Needs: owns, ack, event
+local job, stream = KEYS[1], KEYS[2]
+local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
+local v = redis.call('HMGET', job, 'status', 'worker')
+local mine = owns(stream, group, entry, me)
+if v[1] ~= 'processing' or v[2] ~= me then
+  if mine then ack(stream, group, entry) end
+  return 'lost'
+end
+if not mine then return 'lost' end
+redis.call('HSET', job, 'status', ARGV[4], ARGV[5], ARGV[6], 'finished_at', ARGV[7],
+  'pages_done', ARGV[11])
+redis.call('HDEL', job, 'payload')
+redis.call('EXPIRE', job, tonumber(ARGV[8]))
+ack(stream, group, entry)
+event(ARGV[9], ARGV[10], ARGV[4], tonumber(ARGV[11]))
+return 'ok'
