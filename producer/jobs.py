@@ -13,8 +13,13 @@ from ocrq.shared.schemas import JobView, Progress, Result
 
 
 def new_job_id() -> str:
-    """128 random bits, URL-safe (22 characters)."""
-    return secrets.token_urlsafe(16)
+    """128 random bits, URL-safe (22 characters), never starting with "-".
+
+    An id that starts with "-" reads as an option on a command line (`ocrq status -x…`).
+    """
+    while (job_id := secrets.token_urlsafe(16)).startswith("-"):
+        pass
+    return job_id
 
 
 def iso(ms: int | None) -> str | None:

@@ -19,7 +19,7 @@ from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import get_profile
 from ocrq.shared.record import Field, new_job_fields
-from ocrq.shared.schemas import TERMINAL, Accepted, JobView, Status
+from ocrq.shared.schemas import ACTIVE, Accepted, JobView, Status
 from ocrq.shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
@@ -110,13 +110,13 @@ async def get_job(
         )
     with rt.events.watch(job_id) as changed:
         view = await read_view(rt, job_id, tenant)
-        if wait and Status(view.status) not in TERMINAL:
+        if wait and Status(view.status) in ACTIVE:
             try:
                 await asyncio.wait_for(changed.wait(), timeout=wait)
                 view = await read_view(rt, job_id, tenant)
             except TimeoutError:
                 pass
-    headers = {} if Status(view.status) in TERMINAL else {"Retry-After": "1"}
+    headers = {"Retry-After": "1"} if Status(view.status) in ACTIVE else {}
     return Response(view, headers=headers)
 
 
@@ -136,7 +136,7 @@ async def get_result(
         raise OcrqError(
             ErrorCode.CONFLICT,
             f"job {job_id} is {record.status}, no result{detail}",
-            retry_after=None if record.status in TERMINAL else 1,
+            retry_after=1 if record.status in ACTIVE else None,
         )
     if "text/markdown" in request.headers.get("accept", ""):
         markdown = msgspec.json.decode(stored, type=MarkdownOnly).markdown

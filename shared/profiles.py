@@ -10,8 +10,6 @@ adds the missing ones itself, so one marker is right for 1 page and for 16.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import msgspec
 
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -29,7 +27,6 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     coord_scale: int  # grounding boxes are integers in 0..coord_scale of the page
     max_tokens_single: int
     max_tokens_multi: int
-    image_format: Literal["png", "jpeg"] = "png"  # what the rasteriser should render
     temperature: float = 0.0
     # Tokens the n-gram processor may repeat freely (table cells repeat by nature); empty: none.
     whitelist_token_ids: tuple[int, ...] = ()

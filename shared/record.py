@@ -49,6 +49,8 @@ POLL_FIELDS: tuple[Field, ...] = tuple(
 WORK_FIELDS: tuple[Field, ...] = (Field.PAYLOAD, Field.MEDIA_TYPE, Field.OPTIONS, Field.CREATED_AT)
 # The one field of a lane's stream entry: the job id.
 ENTRY_JOB_ID = "id"
+# An entry of the dead stream (``<prefix>dead``): a poisoned job, for operators to inspect.
+DEAD_ENTRY_FIELDS: tuple[str, ...] = (ENTRY_JOB_ID, "lane", "entry", "deliveries")
 
 _INT_FIELDS = frozenset({Field.SIZE, Field.ATTEMPTS, Field.PAGES_TOTAL, Field.PAGES_DONE})
 _MS_FIELDS = frozenset({Field.CREATED_AT, Field.STARTED_AT, Field.FINISHED_AT})

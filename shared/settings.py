@@ -30,11 +30,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     port: int = 8000
     max_document_bytes: int = 10 * 1024 * 1024
     api_keys: str = ""  # "tenant:key,tenant:key"; empty = open API
-    max_backlog: int = 10_000  # per lane, in stream lag
+    max_backlog: int = 10_000  # per lane: XLEN, entries waiting plus entries in flight
     result_ttl_s: int = 7 * 24 * 3600
     queued_ttl_s: int = 2 * 24 * 3600  # a queued job's hash outlives any sane backlog
     idempotency_ttl_s: int = 24 * 3600
-    max_wait_s: int = 60
+    max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
 

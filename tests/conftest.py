@@ -18,6 +18,17 @@ from ocrq.shared.embedded import EmbeddedServer, start_server
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import JobStore, make_redis
 
+# Fixtures that start processes (a producer, workers, the fake vLLM): their tests are `slow`,
+# and `make test-fast` (-m "not slow") leaves them out.
+PROCESS_FIXTURES = frozenset({"live_producer", "api_url", "make_producer", "stack", "shared_fake"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that needs a process fixture as slow."""
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

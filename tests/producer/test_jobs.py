@@ -13,6 +13,7 @@ from jobflow import finish_done, finish_failed, take
 from litestar.testing import TestClient
 from payloads import b64, small_pdf
 
+from ocrq.producer.jobs import new_job_id
 from ocrq.shared.errors import ErrorCode
 from ocrq.shared.store import JobStore
 
@@ -208,3 +209,9 @@ def test_a_poll_never_reads_the_payload(api: TestClient[Any], clean_redis: str) 
     reads = [c for c in seen if job_id in c]
     assert any(c.startswith("HMGET") for c in reads), seen
     assert not [c for c in reads if "payload" in c or c.startswith(("HGETALL", "HGET "))]
+
+
+def test_job_ids_never_start_with_a_dash_so_a_command_line_takes_them() -> None:
+    ids = [new_job_id() for _ in range(5000)]  # about 78 would start with "-" by chance
+    assert not [i for i in ids if i.startswith("-")]
+    assert len(set(ids)) == len(ids) and {len(i) for i in ids} == {22}

@@ -68,7 +68,6 @@ def test_a_new_profile_is_data_not_code() -> None:
         coord_scale=1000,
         max_tokens_single=1024,
         max_tokens_multi=4096,
-        image_format="jpeg",
     )
 
     assert (profile.prompt(2), profile.window_size(2), profile.max_tokens(2)) == (
