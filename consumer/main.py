@@ -23,6 +23,7 @@ from ocrq.consumer.pool import RecyclingPool
 from ocrq.consumer.raster import Rasteriser
 from ocrq.consumer.worker import Worker
 from ocrq.consumer.workspace import claim_worker_folder, stack_root, sweep_stale
+from ocrq.shared.lifeline import anchor_helpers, die_with_parent
 from ocrq.shared.logging import configure_logging
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import JobStore, make_redis
@@ -59,10 +60,13 @@ def http_client(settings: Settings) -> httpx.AsyncClient:
 
 
 def raster_pool(settings: Settings) -> RecyclingPool:
-    """The rendering processes (PyMuPDF is CPU-bound and not thread-safe)."""
+    """The rendering processes (PyMuPDF is CPU-bound and not thread-safe); they die with us."""
     ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["ocrq.consumer.forkserver_preload"])
     return RecyclingPool(
-        lambda: ProcessPoolExecutor(max_workers=settings.raster_workers, mp_context=ctx),
+        lambda: ProcessPoolExecutor(
+            max_workers=settings.raster_workers, mp_context=ctx, initializer=die_with_parent
+        ),
         settings.raster_workers,
     )
 
@@ -71,6 +75,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     """Build the worker's clients and pools, run the loop, close everything."""
     me = worker_name(settings)
     structlog.contextvars.bind_contextvars(worker=me)
+    anchor_helpers()  # render and OCR processes, and their forkserver, die with this one
     root = stack_root(settings.shm_dir, settings.redis_url, settings.prefix)
     swept = sweep_stale(root)
     if swept:

@@ -22,6 +22,8 @@ from pathlib import Path
 import msgspec
 import structlog
 
+from ocrq.shared.lifeline import pid_exists
+
 log = structlog.get_logger("ocrq.workspace")
 
 OWNER_FILE = "owner"
@@ -131,22 +133,10 @@ def _alive(owner: Owner) -> bool:
     """True while the owner's process runs (same boot, pid alive, same start time)."""
     if owner.host != socket.gethostname():
         return True  # another host's process: nothing here can tell, so assume it runs
-    if owner.boot != _boot_id() or not _pid_exists(owner.pid):
+    if owner.boot != _boot_id() or not pid_exists(owner.pid):
         return False
     started = _start_ticks(owner.pid)
     return owner.started is None or started is None or started == owner.started
-
-
-def _pid_exists(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _boot_id() -> str:

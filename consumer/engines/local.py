@@ -22,6 +22,7 @@ from ocrq.consumer.engines.base import EngineOutput, PageImage
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from ocrq.consumer.reading_order import Box, order_lines, to_markdown
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.lifeline import die_with_parent
 from ocrq.shared.schemas import Block, Page, Usage
 from ocrq.shared.settings import Settings
 
@@ -44,8 +45,9 @@ def ort_threads(workers: int) -> int:
 
 
 def load_worker(intra_threads: int) -> None:
-    """Pool initializer: load RapidOCR once in this worker process."""
+    """Pool initializer: die with the worker, and load RapidOCR once in this process."""
     global _ocr
+    die_with_parent()
     import onnxruntime
     from rapidocr_onnxruntime import RapidOCR  # heavy imports: only in worker processes
 
