@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,7 +22,7 @@ from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.routes import HANDLERS
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.logging import configure_logging
+from ocrq.shared.logging import configure_logging, renders_json
 from ocrq.shared.schemas import ErrorBody
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import REDIS_DOWN, JobStore, make_redis
@@ -62,7 +63,12 @@ def _render(err: OcrqError, status: int) -> Response[ErrorBody]:
     return Response(body, status_code=status, headers=headers)
 
 
-def access_log(app: ASGIApp) -> ASGIApp:
+def access_log(level: int) -> Callable[[ASGIApp], ASGIApp]:
+    """A middleware factory: one log line per request at ``level``, and request metrics."""
+    return lambda app: access_logged(app, level)
+
+
+def access_logged(app: ASGIApp, level: int) -> ASGIApp:
     """One structlog line per request with request id, tenant and job id; request metrics."""
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
@@ -92,8 +98,8 @@ def access_log(app: ASGIApp) -> ASGIApp:
             runtime: Runtime | None = getattr(scope["app"].state, "runtime", None)
             if runtime is not None:
                 runtime.metrics.requests.labels(route, str(status)).inc()
-            log.info(
-                "request", method=scope.get("method"), path=scope["path"], route=route,
+            log.log(
+                level, "request", method=scope.get("method"), path=scope["path"], route=route,
                 status=status, duration_ms=round((time.perf_counter() - started) * 1000, 2),
             )  # fmt: skip
 
@@ -130,10 +136,12 @@ def create_app(settings: Settings | None = None) -> Litestar:
     """Build the producer app; settings are read from OCRQ_* once when not given."""
     settings = settings or load_settings()
     configure_logging(settings)
+    # A person at a terminal wants the events, not a line per poll: access lines at debug.
+    access_level = logging.INFO if renders_json(settings) else logging.DEBUG
     return Litestar(
         route_handlers=HANDLERS,
         lifespan=[lifespan_for(settings)],
-        middleware=[access_log],
+        middleware=[access_log(access_level)],
         exception_handlers={Exception: error_response},
         openapi_config=OpenAPIConfig(title="ocrq", version="1.0.0", path="/schema"),
         logging_config=None,

@@ -17,7 +17,7 @@ from ocrq.producer.ingest import Submission, body_ceiling, read_json, read_multi
 from ocrq.producer.jobs import iso, job_view, new_job_id, visible
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.profiles import get_profile
+from ocrq.shared.profiles import check_profile
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import ACTIVE, Accepted, JobView, Status
 from ocrq.shared.store import now_ms
@@ -50,13 +50,25 @@ async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submi
         if not boundary:
             raise OcrqError(ErrorCode.INVALID_REQUEST, "multipart boundary missing")
         return await read_multipart(chunks, boundary, limit)
-    if content_type == "application/pdf" or content_type.startswith("image/"):
+    if is_raw_document(content_type):
         return await read_raw(chunks, content_type, dict(request.query_params.items()), limit)
     raise OcrqError(
         ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-        f"Content-Type {content_type or '(none)'} is not JSON, multipart/form-data, "
-        "application/pdf or image/*",
+        f"Content-Type {content_type} is not JSON, multipart/form-data, application/pdf, "
+        "image/* or application/octet-stream",
     )
+
+
+# Types a raw upload may declare; the bytes decide what it is. application/x-www-form-
+# urlencoded is what `curl --data-binary @file` sends when no type is given.
+RAW_TYPES = frozenset(
+    {"application/pdf", "application/octet-stream", "application/x-www-form-urlencoded", ""}
+)
+
+
+def is_raw_document(content_type: str) -> bool:
+    """True for a body that is the document itself (its bytes decide its type)."""
+    return content_type in RAW_TYPES or content_type.startswith("image/")
 
 
 @post("/v1/jobs", status_code=202, request_max_body_size=None, summary="Submit a document")
@@ -66,8 +78,9 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant)
     sub = await read_submission(request, rt)
-    if sub.options.profile is not None:
-        get_profile(sub.options.profile)  # an unknown profile is a 400 now, not a failed job
+    if sub.options.profile is not None:  # a profile that cannot run is a 400 now, not later
+        s = rt.settings
+        check_profile(sub.options.profile, s.engine_name, s.vllm_model)
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
@@ -140,7 +153,7 @@ async def get_result(
         )
     if "text/markdown" in request.headers.get("accept", ""):
         markdown = msgspec.json.decode(stored, type=MarkdownOnly).markdown
-        return Response(markdown, media_type="text/markdown; charset=utf-8")
+        return Response(markdown, media_type="text/markdown")  # Litestar adds the charset
     return Response(stored, media_type="application/json")  # as the worker wrote it
 
 

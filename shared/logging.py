@@ -10,12 +10,17 @@ import structlog
 from ocrq.shared.settings import Settings
 
 
+def renders_json(settings: Settings) -> bool:
+    """True when log lines are JSON (production, a pipe); False for a console on a TTY."""
+    return settings.log_format == "json" or (
+        settings.log_format == "auto" and not sys.stderr.isatty()
+    )
+
+
 def configure_logging(settings: Settings) -> None:
     """Configure structlog and stdlib logging once per process."""
     level = logging.getLevelNamesMapping().get(settings.log_level.upper(), logging.INFO)
-    as_json = settings.log_format == "json" or (
-        settings.log_format == "auto" and not sys.stderr.isatty()
-    )
+    as_json = renders_json(settings)
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
     )

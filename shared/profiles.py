@@ -19,6 +19,7 @@ class Profile(msgspec.Struct, frozen=True, kw_only=True):
     """How to prompt one OCR model and how to read its coordinates."""
 
     name: str
+    models: tuple[str, ...]  # the served model names this profile is written for
     single_prompt: str  # one image per request (crop/"gundam" mode on DeepSeek-OCR models)
     multi_prompt: str  # several images per request (base mode)
     ngram_size: int  # no-repeat n-gram length for the server's logits processor
@@ -48,6 +49,7 @@ PROFILES: dict[str, Profile] = {
     # baidu/Unlimited-OCR: DeepSeek-OCR's vision stack, prompts from the model card.
     "unlimited-ocr": Profile(
         name="unlimited-ocr",
+        models=("baidu/Unlimited-OCR",),
         single_prompt="<image>document parsing.",
         multi_prompt="<image>Multi page parsing.",
         ngram_size=35,
@@ -60,6 +62,7 @@ PROFILES: dict[str, Profile] = {
     # deepseek-ai/DeepSeek-OCR: vLLM recipe settings; <td>/</td> may repeat in tables.
     "deepseek-ocr": Profile(
         name="deepseek-ocr",
+        models=("deepseek-ai/DeepSeek-OCR",),
         single_prompt="<image>\n<|grounding|>Convert the document to markdown.",
         multi_prompt="<image>\n<|grounding|>Convert the document to markdown.",
         ngram_size=30,
@@ -82,3 +85,28 @@ def get_profile(name: str) -> Profile:
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, f"unknown profile {name!r}; known profiles: {known}"
         ) from None
+
+
+def check_profile(name: str, engine: str, model: str) -> Profile:
+    """The profile a job asks for, if this deployment's engine can run it; else a 400.
+
+    The local CPU engine runs no model profile. On vLLM, a profile written for another model
+    is refused when the served model is one a profile knows (a custom model name is not
+    second-guessed).
+    """
+    profile = get_profile(name)
+    if engine != "vllm":
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST,
+            f"profile {name!r} needs the vLLM engine; this deployment runs the {engine} engine "
+            "(OCRQ_ENGINE), which has no model profiles: leave profile unset",
+        )
+    known = {m for p in PROFILES.values() for m in p.models}
+    if model in known and model not in profile.models:
+        fits = [p.name for p in PROFILES.values() if model in p.models]
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST,
+            f"profile {name!r} is for {', '.join(profile.models)}; the engine serves {model} "
+            f"(profile {', '.join(fits)})",
+        )
+    return profile

@@ -109,3 +109,16 @@ def test_open_api_is_announced_loudly_at_startup(
     capfd.readouterr()
     make_client()
     assert "api_open" in capfd.readouterr().err
+
+
+def test_a_console_log_keeps_access_lines_at_debug_level(
+    make_client: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    quiet = make_client(log_format="console", log_level="info")
+    capfd.readouterr()
+    assert quiet.get("/healthz").status_code == 200
+    assert "request" not in capfd.readouterr().err
+    chatty = make_client(log_format="console", log_level="debug")
+    capfd.readouterr()
+    assert chatty.get("/healthz").status_code == 200
+    assert "request" in capfd.readouterr().err

@@ -54,7 +54,7 @@ async def test_done_job_shows_its_result_as_json_and_markdown(
     r = api.get(f"/v1/jobs/{job_id}/result")
     assert r.status_code == 200 and r.json()["pages"][0]["number"] == 1
     md = api.get(f"/v1/jobs/{job_id}/result", headers={"accept": "text/markdown"})
-    assert md.headers["content-type"].startswith("text/markdown")
+    assert md.headers["content-type"] == "text/markdown; charset=utf-8"
     assert md.text == "# Title\n\nbody text\n"
 
 

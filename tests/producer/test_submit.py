@@ -70,13 +70,37 @@ def test_raw_body_takes_options_from_the_query(
     api: TestClient[Any], sync_redis: redis.Redis
 ) -> None:
     r = api.post(
-        "/v1/jobs?max_pages=3&profile=deepseek-ocr&filename=x.pdf",
+        "/v1/jobs?max_pages=3&text_layer=off&filename=x.pdf",
         content=small_pdf(),
         headers={"content-type": "application/pdf"},
     )
     assert r.status_code == 202, r.text
     options = json.loads(stored(sync_redis, r.json()["id"], "options")[0])
-    assert options["max_pages"] == 3 and options["profile"] == "deepseek-ocr"
+    assert options["max_pages"] == 3 and options["text_layer"] == "off"
+
+
+def test_a_profile_for_the_served_model_is_accepted(make_client: Any) -> None:
+    vllm = make_client(
+        engine="vllm", vllm_url="http://vllm:8000", vllm_model="deepseek-ai/DeepSeek-OCR"
+    )
+    r = vllm.post("/v1/jobs?profile=deepseek-ocr", content=small_pdf())
+    assert r.status_code == 202, r.text
+
+
+@pytest.mark.parametrize(
+    ("engine", "model", "profile", "says"),
+    [
+        ("local", "baidu/Unlimited-OCR", "unlimited-ocr", "needs the vLLM engine"),
+        ("vllm", "baidu/Unlimited-OCR", "deepseek-ocr", "the engine serves baidu/Unlimited-OCR"),
+    ],
+)
+def test_a_profile_the_engine_cannot_run_is_refused_with_400(
+    make_client: Any, engine: str, model: str, profile: str, says: str
+) -> None:
+    client = make_client(engine=engine, vllm_url="http://vllm:8000", vllm_model=model)
+    r = client.post(f"/v1/jobs?profile={profile}", content=small_pdf())
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"
+    assert says in r.json()["message"]
 
 
 def test_the_type_comes_from_the_bytes_not_the_declared_type(
@@ -121,6 +145,25 @@ def test_malformed_json_is_rejected_with_400(api: TestClient[Any]) -> None:
 
 def test_unknown_content_type_is_rejected_with_415(api: TestClient[Any]) -> None:
     r = api.post("/v1/jobs", content=b"hello", headers={"content-type": "text/plain"})
+    assert r.status_code == 415 and r.json()["code"] == "unsupported_media_type"
+
+
+@pytest.mark.parametrize(
+    "declared", ["application/octet-stream", "application/x-www-form-urlencoded", None]
+)
+def test_a_raw_body_under_a_generic_type_is_accepted_by_its_bytes(
+    api: TestClient[Any], declared: str | None
+) -> None:
+    headers = {"content-type": declared} if declared else {}
+    r = api.post("/v1/jobs", content=small_pdf(), headers=headers)
+    assert r.status_code == 202, r.text
+    job = api.get(f"/v1/jobs/{r.json()['id']}").json()
+    assert job["media_type"] == "application/pdf"
+
+
+def test_a_form_body_that_is_no_document_is_refused_with_415(api: TestClient[Any]) -> None:
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    r = api.post("/v1/jobs", content=b"name=value&other=1", headers=form)
     assert r.status_code == 415 and r.json()["code"] == "unsupported_media_type"
 
 

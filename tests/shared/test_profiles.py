@@ -60,6 +60,7 @@ def test_unknown_profile_is_an_invalid_request_naming_the_known_ones() -> None:
 def test_a_new_profile_is_data_not_code() -> None:
     profile = Profile(
         name="generic",
+        models=("acme/generic-ocr",),
         single_prompt="<image>OCR this page.",
         multi_prompt="<image>OCR these pages.",
         ngram_size=20,
