@@ -143,15 +143,19 @@ def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: i
 # --- images ------------------------------------------------------------------------------
 
 
-def _open_image(path: str, max_pixels: int) -> Image.Image:
-    """Open an image lazily (header only) and refuse it when it announces too many pixels."""
+def _open_image(path: str, max_pixels: int, frame: int = 0) -> Image.Image:
+    """Open an image lazily (header only) at ``frame``; refuse it when it has too many pixels."""
     try:
         with warnings.catch_warnings():
             # Our own limit below replaces Pillow's bomb warning.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(path, formats=_IMAGE_FORMATS)
+            if frame:
+                image.seek(frame)  # reads that frame's header only
     except Image.DecompressionBombError as e:
         raise OcrqError(ErrorCode.IMAGE_TOO_LARGE, "the image has too many pixels") from e
+    except EOFError as e:
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"the image has no page {frame + 1}") from e
     except Exception as e:  # Pillow's parsers raise many types on malformed headers
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the image cannot be read") from e
     width, height = image.size
@@ -165,6 +169,14 @@ def _open_image(path: str, max_pixels: int) -> Image.Image:
             f"the image is {width}x{height} pixels, over the limit of {max_pixels}",
         )
     return image
+
+
+def image_pages(image: Image.Image) -> int:
+    """Pages of an image: every frame of a TIFF (a multi-page scan), else one.
+
+    The frames of an animated WebP are an animation, not pages: only the first is read.
+    """
+    return int(getattr(image, "n_frames", 1)) if image.format == "TIFF" else 1
 
 
 def _scaled_size(width: int, height: int, max_side: int) -> tuple[int, int]:
@@ -202,29 +214,31 @@ def _jpeg_passthrough(image: Image.Image, max_side: int) -> bool:
     )
 
 
-def normalise_image(path: str, out_dir: str, max_pixels: int, max_side: int) -> PageImage:
-    """Turn an uploaded image into one page: RGB PNG (or the JPEG itself), longer side ≤ max_side.
-
-    Multi-frame images (TIFF, animated WebP) are read as their first frame.
-    """
-    image = _open_image(path, max_pixels)
+def normalise_image(
+    path: str, out_dir: str, max_pixels: int, max_side: int, index: int = 0
+) -> PageImage:
+    """Turn page ``index`` of an image into an RGB PNG (or the JPEG itself), side ≤ max_side."""
+    image = _open_image(path, max_pixels, index)
+    number = index + 1
     try:
+        if index >= image_pages(image):  # a WebP animation's later frames are not pages
+            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"the image has no page {number}")
         if _jpeg_passthrough(image, max_side):
             image.load()  # decode once so a broken JPEG fails here, not in the engine
-            target = page_file(out_dir, 1, "jpg")
+            target = page_file(out_dir, number, "jpg")
             shutil.copyfile(path, target)
             return PageImage(
-                number=1,
+                number=number,
                 path=target,
                 media_type="image/jpeg",
                 width=image.width,
                 height=image.height,
             )
         rgb = _decoded_rgb(image, max_side)
-        target = page_file(out_dir, 1)
+        target = page_file(out_dir, number)
         rgb.save(target, format="PNG", compress_level=1)  # tmpfs: speed over size
         return PageImage(
-            number=1, path=target, media_type="image/png", width=rgb.width, height=rgb.height
+            number=number, path=target, media_type="image/png", width=rgb.width, height=rgb.height
         )
     except OcrqError:
         raise
@@ -238,18 +252,31 @@ def normalise_image(path: str, out_dir: str, max_pixels: int, max_side: int) -> 
 
 
 def inspect_document(path: str, media_type: str, max_pages: int, max_image_pixels: int) -> int:
-    """Return the page count (1 for an image) without rendering; raise OcrqError when unfit."""
+    """Return the page count without rendering; raise OcrqError when unfit."""
     if media_type != PDF:
-        _open_image(path, max_image_pixels).close()
-        return 1
+        return _image_page_count(path, max_pages, max_image_pixels)
     count = _pdf_page_count(path)
     if count == 0:
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the PDF has no pages")
     if count > max_pages:
-        raise OcrqError(
-            ErrorCode.TOO_MANY_PAGES, f"the PDF has {count} pages, over the limit of {max_pages}"
-        )
+        _too_many(count, max_pages, "PDF")
     return count
+
+
+def _image_page_count(path: str, max_pages: int, max_pixels: int) -> int:
+    with _open_image(path, max_pixels) as image:
+        count = image_pages(image)
+    if count > max_pages:
+        _too_many(count, max_pages, "image")
+    for frame in range(1, count):  # every page's size, from its header, before any decoding
+        _open_image(path, max_pixels, frame).close()
+    return count
+
+
+def _too_many(count: int, max_pages: int, what: str) -> None:
+    raise OcrqError(
+        ErrorCode.TOO_MANY_PAGES, f"the {what} has {count} pages, over the limit of {max_pages}"
+    )
 
 
 # --- async facade ------------------------------------------------------------------------
@@ -332,15 +359,14 @@ class Rasteriser:
                 out_dir,
                 self.max_pixels,
             )
-        if index != 0:
-            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"an image has no page {index + 1}")
         return await self._run(
-            "normalising the image",
+            f"normalising page {index + 1} of the image",
             normalise_image,
             path,
             out_dir,
             self.max_pixels,
             self.max_side,
+            index,
         )
 
     async def text_layer(self, path: str, index: int, dpi: int) -> Page | None:

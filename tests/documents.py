@@ -238,3 +238,13 @@ def webp(width: int = 64, height: int = 48, rgb: tuple[int, int, int] = (30, 120
     out = io.BytesIO()
     Image.new("RGB", (width, height), rgb).save(out, "WEBP", lossless=True)
     return out.getvalue()
+
+
+def multipage_tiff(sizes: list[tuple[int, int]]) -> bytes:
+    """A TIFF with one frame (page) per size, written with Pillow, as scanners produce them."""
+    from PIL import Image
+
+    frames = [Image.new("RGB", size, (240, 240, 240)) for size in sizes]
+    out = io.BytesIO()
+    frames[0].save(out, "TIFF", save_all=True, append_images=frames[1:], compression="tiff_lzw")
+    return out.getvalue()

@@ -18,6 +18,7 @@ from documents import (
     encrypted_pdf,
     garbage_pdf,
     jpeg,
+    multipage_tiff,
     png,
     sized_pdf,
     text_pdf,
@@ -234,6 +235,40 @@ def test_other_formats_become_rgb_png(tmp_path: Path, data: bytes) -> None:
     with Image.open(page.path) as image:
         assert (image.format, image.mode, image.size) == ("PNG", "RGB", (64, 48))
         assert image.getpixel((10, 10)) == (30, 120, 200)
+
+
+def test_every_frame_of_a_tiff_is_a_page(tmp_path: Path) -> None:
+    path = _write(tmp_path, multipage_tiff([(300, 400), (400, 300), (200, 200)]))
+    assert inspect_document(path, "image/tiff", 10, MAX_PIXELS) == 3
+    pages = [normalise_image(path, str(tmp_path), MAX_PIXELS, MAX_SIDE, i) for i in range(3)]
+    assert [(p.number, p.width, p.height) for p in pages] == [
+        (1, 300, 400), (2, 400, 300), (3, 200, 200)
+    ]  # fmt: skip
+    assert [Path(p.path).name for p in pages] == [f"page-000{n}.png" for n in (1, 2, 3)]
+
+
+def test_a_tiff_with_more_pages_than_allowed_fails_with_too_many_pages(tmp_path: Path) -> None:
+    path = _write(tmp_path, multipage_tiff([(50, 50)] * 4))
+    with pytest.raises(OcrqError) as caught:
+        inspect_document(path, "image/tiff", 3, MAX_PIXELS)
+    assert caught.value.code is ErrorCode.TOO_MANY_PAGES and "4 pages" in caught.value.message
+
+
+def test_a_tiff_page_over_the_pixel_limit_fails_before_any_is_decoded(tmp_path: Path) -> None:
+    path = _write(tmp_path, multipage_tiff([(50, 50), (2000, 2000)]))
+    with pytest.raises(OcrqError) as caught:
+        inspect_document(path, "image/tiff", 10, max_image_pixels=1_000_000)
+    assert caught.value.code is ErrorCode.IMAGE_TOO_LARGE
+
+
+def test_an_animated_webp_is_read_as_its_first_frame_only(tmp_path: Path) -> None:
+    frames = [Image.new("RGB", (40, 30), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    buffer = io.BytesIO()
+    frames[0].save(buffer, "WEBP", save_all=True, append_images=frames[1:], lossless=True)
+    path = _write(tmp_path, buffer.getvalue())
+    assert inspect_document(path, "image/webp", 10, MAX_PIXELS) == 1
+    with pytest.raises(OcrqError):
+        normalise_image(path, str(tmp_path), MAX_PIXELS, MAX_SIDE, 1)
 
 
 def test_transparent_png_is_flattened_onto_white(tmp_path: Path) -> None:

@@ -13,7 +13,15 @@ import httpx
 import pymupdf
 import pytest
 import redis
-from documents import bomb_png, encrypted_pdf, png, sized_pdf, truncated_pdf, zero_page_pdf
+from documents import (
+    bomb_png,
+    encrypted_pdf,
+    multipage_tiff,
+    png,
+    sized_pdf,
+    truncated_pdf,
+    zero_page_pdf,
+)
 from stack import Stack, WorkerProc
 
 pytestmark = pytest.mark.slow
@@ -192,6 +200,18 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(stack: St
     assert view["status"] == "done" and view["attempts"] == 2, view
     assert rescuer.log().count('"outcome": "done"') == 1
     assert "reclaimed" in rescuer.log()
+    stack.assert_clean()
+
+
+def test_a_multipage_tiff_is_recognised_page_by_page(stack: Stack) -> None:
+    stack.start_worker()
+    view = stack.wait(stack.submit(multipage_tiff([(320, 200), (200, 320), (250, 250)])))
+    assert view["status"] == "done", view
+    pages = view["result"]["pages"]
+    assert [(p["number"], p["width"], p["height"]) for p in pages] == [
+        (1, 320, 200), (2, 200, 320), (3, 250, 250)
+    ]  # fmt: skip
+    assert "200x320" in view["result"]["markdown"]
     stack.assert_clean()
 
 
