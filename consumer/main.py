@@ -118,10 +118,19 @@ async def run_until_signalled(settings: Settings, *, burst: bool = False) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `ocrq worker`."""
-    parser = argparse.ArgumentParser(prog="ocrq worker", description="run one consumer process")
-    parser.add_argument("--engine", choices=["local", "vllm"], default=None)
-    parser.add_argument("--vllm-url", default=None)
-    parser.add_argument("--metrics-port", type=int, default=None)
+    parser = argparse.ArgumentParser(
+        prog="ocrq worker",
+        description="Run one consumer process; every other setting comes from OCRQ_* variables.",
+    )
+    parser.add_argument(
+        "--engine", choices=["local", "vllm"], default=None,
+        help="OCR engine (default: OCRQ_ENGINE, else vllm when a vLLM URL is set, else local)",
+    )  # fmt: skip
+    parser.add_argument("--vllm-url", default=None, help="vLLM's base URL (OCRQ_VLLM_URL)")
+    parser.add_argument(
+        "--metrics-port", type=int, default=None,
+        help="port of /healthz and /metrics, 0 for none (OCRQ_METRICS_PORT, 9100)",
+    )  # fmt: skip
     parser.add_argument(
         "--burst", action="store_true", help="exit once the lanes are empty and all jobs are done"
     )

@@ -31,10 +31,11 @@ FLAG_ALIASES: dict[str, tuple[str, ...]] = {
 def build_parser() -> argparse.ArgumentParser:
     """One flag per FakeConfig field, plus --host and --port."""
     parser = argparse.ArgumentParser(
-        prog="fakevllm", description="A protocol-faithful fake of vLLM serving an OCR model."
+        prog="ocrq fake-vllm",
+        description="A protocol-faithful fake of vLLM serving an OCR model (tests, benchmarks).",
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="default: 8000")
     for field in config_fields():
         kind = type(field.default)
         kwargs: dict[str, Any] = {"dest": field.name, "default": argparse.SUPPRESS}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -16,10 +17,14 @@ COMMANDS: dict[str, str] = {
     "up": "run everything on this machine (embedded Redis, producer, workers)",
     "fake-vllm": "serve the protocol-faithful fake vLLM (tests, benchmarks)",
     "submit": "upload files or folders, optionally wait and save results",
-    "status": "show a job's status",
-    "result": "print a job's result",
+    "status": "show a job's status (--json: the whole view)",
+    "wait": "wait until jobs end",
+    "result": "print a job's result (Markdown or JSON)",
+    "cancel": "cancel active jobs, delete finished ones",
+    "ls": "list your recent jobs",
     "k8s": "render generated Kubernetes manifests (e.g. `ocrq k8s keda`)",
 }
+CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "ls")
 
 
 def run_producer(argv: list[str]) -> int:
@@ -29,9 +34,12 @@ def run_producer(argv: list[str]) -> int:
     from ocrq.shared.settings import load_settings
 
     settings = load_settings()
-    parser = argparse.ArgumentParser(prog="ocrq producer", description=COMMANDS["producer"])
-    parser.add_argument("--host", default=settings.host)
-    parser.add_argument("--port", type=int, default=settings.port)
+    parser = argparse.ArgumentParser(
+        prog="ocrq producer", description=COMMANDS["producer"],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )  # fmt: skip
+    parser.add_argument("--host", default=settings.host, help="address to listen on (OCRQ_HOST)")
+    parser.add_argument("--port", type=int, default=settings.port, help="port (OCRQ_PORT)")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     args = parser.parse_args(argv)
     uvicorn.run(
@@ -69,7 +77,7 @@ def run_fake_vllm(argv: list[str]) -> int:
 
 
 def run_client(argv: list[str], command: str) -> int:
-    """`ocrq submit|status|result`: the command-line client."""
+    """`ocrq submit|status|wait|result|cancel|ls`: the command-line client."""
     from ocrq.commands import main
 
     code: int = main([command, *argv])
@@ -88,19 +96,31 @@ RUNNERS: dict[str, Callable[[list[str]], int]] = {
     "worker": run_worker,
     "up": run_up,
     "fake-vllm": run_fake_vllm,
-    "submit": lambda argv: run_client(argv, "submit"),
-    "status": lambda argv: run_client(argv, "status"),
-    "result": lambda argv: run_client(argv, "result"),
+    **{name: functools.partial(run_client, command=name) for name in CLIENT_COMMANDS},
     "k8s": run_k8s,
 }
 
 
 def usage() -> str:
     """The top-level help text."""
-    lines = ["usage: ocrq COMMAND [ARGS]", "", "commands:"]
+    lines = ["usage: ocrq COMMAND [ARGS]   (ocrq COMMAND --help for its options)", "", "commands:"]
     lines += [f"  {name:<10} {text}" for name, text in COMMANDS.items()]
-    lines += ["", "Settings come from OCRQ_* environment variables (see README)."]
+    lines += [
+        "", "Settings come from OCRQ_* environment variables (see README); the client",
+        "commands talk to OCRQ_URL (default http://127.0.0.1:8000) with OCRQ_API_KEY.",
+    ]  # fmt: skip
     return "\n".join(lines)
+
+
+def version() -> str:
+    """The installed version of ocrq."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("ocrq")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        print(f"ocrq {version()}")
         return 0
     runner = RUNNERS.get(args[0])
     if runner is None:

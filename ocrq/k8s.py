@@ -303,20 +303,32 @@ def _parser() -> argparse.ArgumentParser:
         prog="ocrq k8s", description="Render Kubernetes objects from the OCRQ_* settings."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    keda = sub.add_parser("keda", help="render the KEDA objects from OCRQ_* settings")
+    defaults = argparse.ArgumentDefaultsHelpFormatter
+    keda = sub.add_parser(
+        "keda", formatter_class=defaults, help="render the KEDA objects from OCRQ_* settings",
+        description="Render the KEDA ScaledObjects, TriggerAuthentication and Redis ACL that "
+        "scale the workers (and vLLM) on the lanes' backlog, down to zero. They are generated "
+        "from the same settings the code reads, so a changed prefix or lane follows.",
+    )  # fmt: skip
     keda.add_argument("--out", type=Path, help="write the files here instead of stdout")
     keda.add_argument(
         "--env-from",
         type=Path,
         help="a ConfigMap manifest whose data overrides the environment (what the pods see)",
     )
-    keda.add_argument("--namespace", default=DEFAULT_NAMESPACE)
-    keda.add_argument("--max-replicas", type=int, default=8)
-    keda.add_argument("--vllm-max-replicas", type=int, default=2)
-    keda.add_argument("--prometheus-url", default=DEFAULT_PROMETHEUS)
-    sizing = sub.add_parser("sizing", help="print the /dev/shm size a worker needs")
-    sizing.add_argument("--dpi", type=int, default=None)
-    sizing.add_argument("--env-from", type=Path)
+    keda.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="namespace of the objects")
+    keda.add_argument("--max-replicas", type=int, default=8, help="most consumer pods")
+    keda.add_argument("--vllm-max-replicas", type=int, default=2, help="most vLLM pods")
+    keda.add_argument(
+        "--prometheus-url", default=DEFAULT_PROMETHEUS, help="where KEDA reads vLLM's metrics"
+    )
+    sizing = sub.add_parser(
+        "sizing", formatter_class=defaults, help="print the /dev/shm size a worker needs",
+        description="Print the /dev/shm (memory-backed emptyDir) a worker needs for its pages "
+        "in flight at the configured DPI, engine concurrency and image size limit.",
+    )  # fmt: skip
+    sizing.add_argument("--dpi", type=int, default=None, help="DPI (default: OCRQ_DEFAULT_DPI)")
+    sizing.add_argument("--env-from", type=Path, help="a ConfigMap manifest to read settings from")
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,15 +22,27 @@ from ocrq.shared.settings import load_settings
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Flags of `ocrq up`; defaults come from OCRQ_* settings."""
     settings = load_settings()
-    p = argparse.ArgumentParser(prog="ocrq up", description="run the whole pipeline here")
-    p.add_argument("--host", default=settings.host)
-    p.add_argument("--port", type=int, default=settings.port)
-    p.add_argument("--workers", type=int, default=1, help="consumer processes (default 1)")
-    p.add_argument("--engine", choices=["local", "vllm"], default=settings.engine_name)
-    p.add_argument("--vllm-url", default=settings.vllm_url)
+    p = argparse.ArgumentParser(
+        prog="ocrq up", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Run the whole pipeline here: Redis (embedded unless --redis-url), the "
+        "producer and the workers. Ctrl-C stops everything; workers finish their jobs first.",
+    )  # fmt: skip
+    p.add_argument("--host", default=settings.host, help="API address (OCRQ_HOST)")
+    p.add_argument("--port", type=int, default=settings.port, help="API port (OCRQ_PORT)")
+    p.add_argument("--workers", type=int, default=1, help="consumer processes")
+    p.add_argument(
+        "--engine", choices=["local", "vllm"], default=settings.engine_name,
+        help="OCR engine: local CPU OCR, or a vLLM server (OCRQ_ENGINE)",
+    )  # fmt: skip
+    p.add_argument(
+        "--vllm-url", default=settings.vllm_url,
+        help="vLLM's base URL, for --engine vllm (OCRQ_VLLM_URL)",
+    )  # fmt: skip
     p.add_argument("--data-dir", type=Path, default=Path(".ocrq"), help="embedded Redis data")
-    p.add_argument("--redis-url", default=os.environ.get("OCRQ_REDIS_URL", ""),
-                   help="use this Redis instead of starting one")  # fmt: skip
+    p.add_argument(
+        "--redis-url", default=os.environ.get("OCRQ_REDIS_URL", ""),
+        help="use this Redis instead of starting one (OCRQ_REDIS_URL)",
+    )  # fmt: skip
     args = p.parse_args(argv)
     if args.engine == "vllm" and not args.vllm_url:
         p.error("--engine vllm needs --vllm-url (or OCRQ_VLLM_URL)")
@@ -68,6 +81,18 @@ class Supervisor:
                 proc.wait(5)
         if self.redis:
             self.redis.stop()
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Fail before starting anything when the API port is taken (another `ocrq up`, say)."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as e:
+        raise RuntimeError(
+            f"port {port} on {host} is already in use (another ocrq up?): "
+            "stop that, or pick another with --port"
+        ) from e
 
 
 def wait_ready(url: str, stack: Supervisor, timeout_s: float = 60) -> None:
@@ -126,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     stack = Supervisor()
     try:
+        ensure_port_free(args.host, args.port)
         url, redis_url = start(stack, args)
         wait_ready(url, stack)
         print(banner(url, redis_url, args), flush=True)

@@ -9,7 +9,7 @@ import msgspec
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import JobRecord
-from ocrq.shared.schemas import JobView, Progress, Result
+from ocrq.shared.schemas import JobSummary, JobView, Progress, Result
 
 
 def new_job_id() -> str:
@@ -54,4 +54,19 @@ def job_view(job_id: str, record: JobRecord, tenant: str) -> JobView:
         finished_at=iso(r.finished_at),
         error=r.error,
         result=msgspec.json.decode(r.result, type=Result) if r.result else None,
+    )
+
+
+def job_summary(job_id: str, r: JobRecord) -> JobSummary:
+    """The list line of a job (a record already known to be the tenant's)."""
+    return JobSummary(
+        id=job_id,
+        status=r.status or "",
+        filename=r.filename or None,
+        media_type=r.media_type,
+        lane=r.lane,
+        progress=Progress(pages_done=r.pages_done, pages_total=r.pages_total),
+        created_at=iso(r.created_at),
+        finished_at=iso(r.finished_at),
+        error=r.error,
     )

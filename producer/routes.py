@@ -14,12 +14,12 @@ from litestar.params import FromPath, Parameter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ocrq.producer.ingest import Submission, body_ceiling, read_json, read_multipart, read_raw
-from ocrq.producer.jobs import iso, job_view, new_job_id, visible
+from ocrq.producer.jobs import iso, job_summary, job_view, new_job_id, visible
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import check_profile
 from ocrq.shared.record import Field, new_job_fields
-from ocrq.shared.schemas import ACTIVE, Accepted, JobView, Status
+from ocrq.shared.schemas import ACTIVE, Accepted, JobList, JobView, Status
 from ocrq.shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
@@ -107,6 +107,29 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
 async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
     """Read what a poll may read (never the payload) and build the view."""
     return job_view(job_id, await rt.store.read(job_id), tenant)
+
+
+SUMMARY_FIELDS = (
+    Field.STATUS, Field.FILENAME, Field.MEDIA_TYPE, Field.LANE, Field.PAGES_DONE,
+    Field.PAGES_TOTAL, Field.CREATED_AT, Field.FINISHED_AT, Field.ERROR,
+)  # fmt: skip
+ListLimit = Annotated[int, Parameter(ge=1, le=100, description="Jobs per page (1-100)")]
+ListOffset = Annotated[int, Parameter(ge=0, description="Jobs to skip, newest first")]
+
+
+@get("/v1/jobs", summary="The tenant's recent jobs, newest first")
+async def list_jobs(
+    request: Request[Any, Any, Any], state: State, limit: ListLimit = 20, offset: ListOffset = 0
+) -> JobList:
+    """A page of the caller's jobs (at most OCRQ_TENANT_INDEX_SIZE are remembered)."""
+    rt = runtime_of(state)
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant)
+    # One more than asked: whether another page follows, without counting the set.
+    rows = await rt.store.recent_jobs(tenant, limit + 1, offset, SUMMARY_FIELDS)
+    more = len(rows) > limit
+    jobs = [job_summary(job_id, record) for job_id, record in rows[:limit]]
+    return JobList(jobs=jobs, next_offset=offset + limit if more else None)
 
 
 @get("/v1/jobs/{job_id:str}", summary="Job status, progress and result")
@@ -214,4 +237,4 @@ async def metrics(state: State) -> Response[bytes]:
     return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-HANDLERS = [submit_job, get_job, get_result, cancel_job, healthz, readyz, metrics]
+HANDLERS = [submit_job, list_jobs, get_job, get_result, cancel_job, healthz, readyz, metrics]

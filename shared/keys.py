@@ -43,6 +43,10 @@ class Keys:
         """Idempotency-Key → job id, with a TTL."""
         return f"{self.prefix}idem:{tenant}:{key}"
 
+    def tenant_jobs(self, tenant: str) -> str:
+        """The tenant's recent jobs: a sorted set of job ids scored by created_at (ms)."""
+        return f"{self.prefix}tenant:{tenant}:jobs"
+
 
 def script_source(name: str) -> str:
     """A script's own text, header included, as shipped in the package."""

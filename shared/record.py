@@ -116,8 +116,14 @@ def new_job_fields(
 
 
 def decode_record(raw: dict[Field, Any]) -> JobRecord:
-    """Decode the fields an HMGET returned (absent fields keep their defaults)."""
-    return JobRecord(**{name.value: _decode_field(name, value) for name, value in raw.items()})
+    """Decode the fields an HMGET returned (absent ones, None, keep their defaults)."""
+    return JobRecord(
+        **{
+            name.value: _decode_field(name, value)
+            for name, value in raw.items()
+            if value is not None
+        }
+    )
 
 
 def _decode_field(name: Field, value: Any) -> Any:

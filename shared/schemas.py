@@ -170,6 +170,27 @@ class JobView(Base):
     result: Result | None = None
 
 
+class JobSummary(Base):
+    """One line of a tenant's job list: what a person scanning the list needs."""
+
+    id: str
+    status: str
+    filename: str | None
+    media_type: str
+    lane: str
+    progress: Progress
+    created_at: str | None
+    finished_at: str | None
+    error: ErrorBody | None = None
+
+
+class JobList(Base):
+    """A page of the tenant's jobs, newest first; ``next_offset`` is None on the last page."""
+
+    jobs: list[JobSummary]
+    next_offset: int | None = None
+
+
 def stored_options(raw: bytes) -> JobOptions:
     """Options as stored in a job hash; fields this version does not know are ignored.
 

@@ -34,6 +34,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     result_ttl_s: int = 7 * 24 * 3600
     queued_ttl_s: int = 2 * 24 * 3600  # a queued job's hash outlives any sane backlog
     idempotency_ttl_s: int = 24 * 3600
+    tenant_index_size: int = 10_000  # recent jobs per tenant that GET /v1/jobs can list
     max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"

@@ -84,15 +84,21 @@ class JobStore:
     async def enqueue(
         self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None
     ) -> tuple[bool, str]:
-        """Write the job and its stream entry in one step; (created, job_id)."""
+        """Write the job, its stream entry and its tenant index entry in one step.
+
+        Returns (created, job_id): a replayed Idempotency-Key gives (False, the first job).
+        """
         flat: list[ScriptArg] = []
         for name, value in fields.items():
             flat += [name, value]
         s = self.settings
+        created = fields.get(Field.CREATED_AT) or now_ms()
         argv: list[ScriptArg] = [
-            job_id, s.max_backlog, s.queued_ttl_s, s.idempotency_ttl_s, self.keys.group
+            job_id, s.max_backlog, s.queued_ttl_s, s.idempotency_ttl_s, self.keys.group,
+            created, s.tenant_index_size, s.result_ttl_s,
         ]  # fmt: skip
-        keys = [self.keys.job(job_id), self.keys.stream(lane), idem or ""]
+        index = self.keys.tenant_jobs(text(fields.get(Field.TENANT, "")))
+        keys = [self.keys.job(job_id), self.keys.stream(lane), idem or "", index]
         kind, value = await self._run("enqueue", keys, argv + flat)
         kind, value = text(kind), text(value)
         if kind == "full":
@@ -104,7 +110,7 @@ class JobStore:
     async def read(self, job_id: str, names: Sequence[Field] = POLL_FIELDS) -> JobRecord:
         """HMGET the named fields (never the payload unless asked by name), decoded."""
         values = await self.redis.hmget(self.keys.job(job_id), list(names))
-        return decode_record({n: v for n, v in zip(names, values, strict=True) if v is not None})
+        return decode_record(dict(zip(names, values, strict=True)))
 
     async def status(self, job_id: str) -> str | None:
         """The job's status field alone; None when the job is gone."""
@@ -117,7 +123,30 @@ class JobStore:
         argv: list[ScriptArg] = [
             tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id
         ]  # fmt: skip
-        return text(await self._run("cancel", [self.keys.job(job_id)], argv))
+        keys = [self.keys.job(job_id), self.keys.tenant_jobs(tenant)]
+        return text(await self._run("cancel", keys, argv))
+
+    async def recent_jobs(
+        self, tenant: str, limit: int, offset: int, names: Sequence[Field]
+    ) -> list[tuple[str, JobRecord]]:
+        """The tenant's jobs, newest first, with the named fields; expired ones are skipped."""
+        index = self.keys.tenant_jobs(tenant)
+        ids = [text(i) for i in await self.redis.zrevrange(index, offset, offset + limit - 1)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hmget(self.keys.job(job_id), list(names))
+            rows = await pipe.execute()
+        found: list[tuple[str, JobRecord]] = []
+        gone: list[str] = []
+        for job_id, values in zip(ids, rows, strict=True):
+            record = decode_record(dict(zip(names, values, strict=True)))
+            if record.status is None:
+                gone.append(job_id)
+            else:
+                found.append((job_id, record))
+        if gone:  # their hashes expired: drop them from the index as we go
+            await self.redis.zrem(index, *gone)
+        return found
 
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
         """queued → processing for this worker: 'ok', 'skip:<status>' or 'missing'."""

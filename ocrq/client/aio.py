@@ -14,7 +14,7 @@ from ocrq.client.calls import Call, ClientBase, Job, JobRef
 from ocrq.client.errors import ApiError, Conflict, checked, conflict_or_failure
 from ocrq.client.pacing import Deadline, LongPoll
 from ocrq.client.upload import Source, prepare_upload
-from ocrq.shared.schemas import JobView, Result
+from ocrq.shared.schemas import JobList, JobView, Result
 
 T = TypeVar("T")
 
@@ -111,6 +111,10 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
     async def cancel(self, job: JobRef) -> str:
         """Cancel an active job or delete a finished one; the new status."""
         return calls.new_status(await self._send(calls.cancel(job)))
+
+    async def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
+        """A page of your recent jobs, newest first (``next_offset`` for the next page)."""
+        return calls.decode(await self._send(calls.list_jobs(limit, offset)), JobList)
 
     async def submit_many(
         self, sources: Iterable[Source], *, concurrency: int = 8, **options: Any

@@ -68,6 +68,11 @@ def result(job: JobRef, *, markdown: bool = False) -> Call:
     return Call("GET", job_path(job, "/result"), headers=headers)
 
 
+def list_jobs(limit: int, offset: int) -> Call:
+    """A page of the caller's jobs, newest first."""
+    return Call("GET", "/v1/jobs", params={"limit": str(limit), "offset": str(offset)})
+
+
 def cancel(job: JobRef) -> Call:
     """Cancel an active job or delete a finished one."""
     return Call("DELETE", job_path(job))

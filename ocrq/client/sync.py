@@ -15,7 +15,7 @@ from ocrq.client.calls import Call, ClientBase, Job, JobRef
 from ocrq.client.errors import ApiError, Conflict, checked, conflict_or_failure
 from ocrq.client.pacing import Deadline, LongPoll
 from ocrq.client.upload import Source, prepare_upload
-from ocrq.shared.schemas import JobView, Result
+from ocrq.shared.schemas import JobList, JobView, Result
 
 
 class Client(ClientBase[httpx.Client]):
@@ -94,6 +94,10 @@ class Client(ClientBase[httpx.Client]):
     def cancel(self, job: JobRef) -> str:
         """Cancel an active job or delete a finished one; the new status."""
         return calls.new_status(self._send(calls.cancel(job)))
+
+    def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
+        """A page of your recent jobs, newest first (``next_offset`` for the next page)."""
+        return calls.decode(self._send(calls.list_jobs(limit, offset)), JobList)
 
     def submit_many(
         self, sources: Iterable[Source], *, concurrency: int = 4, **options: Any

@@ -1,11 +1,11 @@
 -- cancel: queued | processing → cancelled; or done | failed | cancelled → (deleted).
 -- Caller: producer (DELETE /v1/jobs/{id}), for the job's own tenant only. A worker that
 -- holds a cancelled job sees it at its next heartbeat and stops.
--- KEYS: job
+-- KEYS: job, tenant_jobs
 -- ARGV: tenant, error_json, finished_at, ttl_s, channel, id
 -- Reply: 'cancelled' | 'deleted' | 'missing'
 -- Needs: event
-local job = KEYS[1]
+local job, index = KEYS[1], KEYS[2]
 local v = redis.call('HMGET', job, 'status', 'tenant')
 if not v[1] or v[2] ~= ARGV[1] then return 'missing' end
 if v[1] == 'queued' or v[1] == 'processing' then
@@ -16,4 +16,5 @@ if v[1] == 'queued' or v[1] == 'processing' then
   return 'cancelled'
 end
 redis.call('DEL', job)
+redis.call('ZREM', index, ARGV[6])
 return 'deleted'

@@ -1,7 +1,8 @@
-"""`ocrq submit | status | result` in-process against the real producer, and as a script."""
+"""The client commands in-process against the real producer, and as a script."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,11 +13,13 @@ from pathlib import Path
 import msgspec
 import pytest
 from documents import encrypted_pdf, png, sized_pdf
+from rich.console import Console
 from stack import Stack
 
 from ocrq.client import Client
-from ocrq.commands import collect_files, main, output_names
+from ocrq.commands import main
 from ocrq.shared.schemas import Result
+from ocrq.submit import FileReport, collect_files, output_paths, summary_table
 
 MakeProducer = Callable[..., str]
 
@@ -35,13 +38,18 @@ def write(path: Path, data: bytes) -> Path:
     return path
 
 
-def test_folders_are_walked_for_supported_extensions_and_named_files_kept(tmp_path: Path) -> None:
-    for name in ("b.pdf", "sub/c.PNG", "sub/deep/d.tiff", "sub/notes.txt", "sub/.hidden.pdf"):
-        write(tmp_path / "in" / name, b"x")
+def test_folders_are_walked_for_documents_by_content_and_named_files_kept(tmp_path: Path) -> None:
+    pdf, image = sized_pdf([(50, 50)]), png(10, 10)
+    for name, data in [
+        ("b.pdf", pdf), ("sub/c.PNG", image), ("sub/deep/scan-0001", pdf),
+        ("sub/notes.txt", b"words"), ("sub/fake.pdf", b"text wearing .pdf"),
+        ("sub/.hidden.pdf", pdf), (".cache/d.pdf", pdf),
+    ]:  # fmt: skip
+        write(tmp_path / "in" / name, data)
     named = write(tmp_path / "odd.dat", b"x")
     found = collect_files([str(tmp_path / "in"), str(named)])
     relative = [p.relative_to(tmp_path).as_posix() for p in found]
-    assert relative == ["in/b.pdf", "in/sub/c.PNG", "in/sub/deep/d.tiff", "odd.dat"]
+    assert relative == ["in/b.pdf", "in/sub/c.PNG", "in/sub/deep/scan-0001", "odd.dat"]
 
 
 def test_a_missing_input_is_reported() -> None:
@@ -49,25 +57,37 @@ def test_a_missing_input_is_reported() -> None:
         collect_files(["/nowhere/at/all"])
 
 
-def test_output_names_keep_unique_stems_and_disambiguate_clashes(tmp_path: Path) -> None:
+def test_outputs_mirror_the_input_tree_and_keep_clashing_stems_apart(tmp_path: Path) -> None:
     files = [
         tmp_path / "a" / "page.png",
         tmp_path / "b" / "page.png",
         tmp_path / "scan.pdf",
         tmp_path / "scan.png",
         tmp_path / "solo.pdf",
-        tmp_path / "solo.pdf",
     ]
-    names = output_names(files, ".md")
-    assert names == [
-        "a__page.png.md",
-        "b__page.png.md",
-        "scan.pdf.md",
-        "scan.png.md",
-        "solo.pdf.md",
-        "solo.pdf-2.md",
-    ]
-    assert len(set(names)) == len(names)
+    out = tmp_path / "out"
+    names = [p.relative_to(out).as_posix() for p in output_paths(files, out, ".md")]
+    assert names == ["a/page.md", "b/page.md", "scan.pdf.md", "scan.png.md", "solo.md"]
+
+
+def test_one_folder_is_mirrored_from_its_own_root(tmp_path: Path) -> None:
+    files = [tmp_path / "in" / "x.pdf", tmp_path / "in" / "sub" / "y.png"]
+    out = tmp_path / "out"
+    assert output_paths(files, out, ".json") == [out / "x.json", out / "sub" / "y.json"]
+
+
+def test_the_summary_table_fits_80_columns_with_whole_job_ids() -> None:
+    job_id = "Ab3_" * 5 + "xy"
+    reports = [
+        FileReport(Path("/very/long/folder/name/of/scans/2026/november/invoice-000123.pdf"),
+                   job_id, "done", 12, 3.4),
+        FileReport(Path("short.png"), job_id, "failed", 0, 0.2, "encrypted_document"),
+    ]  # fmt: skip
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(summary_table(reports))
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert sum(job_id in line for line in lines) == 2 and "error" not in lines[1]
 
 
 def test_submit_without_wait_prints_job_ids_and_exits_0(
@@ -111,12 +131,14 @@ def test_bad_arguments_exit_2_without_raising(capsys: pytest.CaptureFixture[str]
     assert "--lane" in capsys.readouterr().err
 
 
-def test_status_prints_the_job_as_json_and_exits_1_when_unknown(
+def test_status_prints_one_line_or_json_and_exits_1_when_unknown(
     api_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with Client(api_url) as client:
-        job = client.submit(png(20, 20))
+        job = client.submit(png(20, 20), filename="note.png")
     assert main(["status", job.id, "--url", api_url]) == 0
+    assert capsys.readouterr().out == f"{job.id}  queued  note.png\n"
+    assert main(["status", job.id, "--json", "--url", api_url]) == 0
     view = json.loads(capsys.readouterr().out)
     assert view["id"] == job.id and view["status"] == "queued" and view["media_type"] == "image/png"
     assert main(["status", "no-such-job", "--url", api_url]) == 1
@@ -185,9 +207,10 @@ def test_submit_wait_out_writes_each_result_and_exits_1_when_one_is_encrypted(
     }  # fmt: skip
     assert rows["locked.pdf"]["error"] == "encrypted_document"
     assert rows["scan.pdf"]["pages"] == "2" and rows["a/page.png"]["pages"] == "1"
-    assert sorted(p.name for p in out.iterdir()) == ["a__page.png.md", "b__page.png.md", "scan.md"]
-    assert "110x70" in (out / "a__page.png.md").read_text()
-    assert "130x70" in (out / "b__page.png.md").read_text()
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert written == ["a/page.md", "b/page.md", "scan.md"]
+    assert "110x70" in (out / "a" / "page.md").read_text()
+    assert "130x70" in (out / "b" / "page.md").read_text()
     assert "210x300" in (out / "scan.md").read_text()
     assert "locked.pdf: encrypted_document" in captured.err
 
@@ -211,5 +234,26 @@ def test_json_results_and_the_result_command_return_the_finished_job(
         main(["result", job_id, "--format", "json", "--out", str(target), "--url", stack.api]) == 0
     )
     assert msgspec.json.decode(target.read_bytes(), type=Result) == saved
-    assert main(["status", job_id, "--url", stack.api]) == 0
+    assert main(["status", job_id, "--json", "--url", stack.api]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "done"
+
+
+@pytest.mark.slow
+def test_wait_cancel_and_ls_act_on_jobs_by_id(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Client(stack.api) as client:
+        first = client.submit(png(40, 30), filename="first.png")
+        second = client.submit(png(50, 30), filename="second.png")
+    assert main(["cancel", second.id, "--url", stack.api]) == 0
+    assert capsys.readouterr().out == f"{second.id}  cancelled\n"
+    stack.start_worker()
+    assert main(["wait", first.id, second.id, "--url", stack.api]) == 1  # one was cancelled
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{first.id}  done  1/1 pages  first.png"
+    assert lines[1].startswith(f"{second.id}  cancelled  second.png  cancelled:")
+    assert main(["ls", "--url", stack.api]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == [second.id, first.id]
+    assert main(["cancel", "no-such-job", "--url", stack.api]) == 1
+    assert "not_found" in capsys.readouterr().err

@@ -49,6 +49,15 @@ def test_a_job_is_visible_only_to_its_tenant(secured: TestClient[Any]) -> None:
     assert secured.get(f"/v1/jobs/{job_id}", headers=acme).json()["status"] == "queued"
 
 
+def test_a_tenant_lists_only_its_own_jobs(secured: TestClient[Any]) -> None:
+    acme, globex = {"x-api-key": "key-acme"}, {"x-api-key": "key-globex"}
+    mine = [post_as(secured, acme).json()["id"] for _ in range(2)]
+    theirs = post_as(secured, globex).json()["id"]
+    assert [j["id"] for j in secured.get("/v1/jobs", headers=acme).json()["jobs"]] == mine[::-1]
+    assert [j["id"] for j in secured.get("/v1/jobs", headers=globex).json()["jobs"]] == [theirs]
+    assert secured.get("/v1/jobs").status_code == 401
+
+
 def test_idempotency_keys_are_per_tenant(secured: TestClient[Any]) -> None:
     a = post_as(secured, {"x-api-key": "key-acme", "idempotency-key": "same"}).json()["id"]
     g = post_as(secured, {"x-api-key": "key-globex", "idempotency-key": "same"}).json()["id"]

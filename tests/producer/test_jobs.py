@@ -215,3 +215,51 @@ def test_job_ids_never_start_with_a_dash_so_a_command_line_takes_them() -> None:
     ids = [new_job_id() for _ in range(5000)]  # about 78 would start with "-" by chance
     assert not [i for i in ids if i.startswith("-")]
     assert len(set(ids)) == len(ids) and {len(i) for i in ids} == {22}
+
+
+def submit_named(api: TestClient[Any], name: str) -> str:
+    r = api.post(f"/v1/jobs?filename={name}", content=small_pdf(), headers=PDF)
+    assert r.status_code == 202, r.text
+    job_id: str = r.json()["id"]
+    return job_id
+
+
+PDF = {"content-type": "application/pdf"}
+
+
+def test_the_job_list_is_newest_first_in_pages(api: TestClient[Any]) -> None:
+    ids = [submit_named(api, f"doc-{i}.pdf") for i in range(5)]
+    first = api.get("/v1/jobs?limit=2").json()
+    assert [j["id"] for j in first["jobs"]] == ids[:-3:-1] and first["next_offset"] == 2
+    job = first["jobs"][0]
+    assert (job["status"], job["filename"], job["media_type"]) == (
+        "queued", "doc-4.pdf", "application/pdf"
+    )  # fmt: skip
+    assert job["progress"] == {"pages_done": 0, "pages_total": 0} and job["created_at"]
+    rest = api.get("/v1/jobs?limit=10&offset=2").json()
+    assert [j["id"] for j in rest["jobs"]] == ids[2::-1] and rest["next_offset"] is None
+
+
+async def test_finished_deleted_and_expired_jobs_show_as_they_are(
+    api: TestClient[Any], store: JobStore, sync_redis: redis.Redis
+) -> None:
+    done, deleted, expired = (submit_named(api, n) for n in ("a.pdf", "b.pdf", "c.pdf"))
+    await finish_done(store)  # the oldest queued job: `done`
+    await finish_done(store)  # then `deleted`'s, which the client then deletes
+    assert api.delete(f"/v1/jobs/{deleted}").json()["status"] == "deleted"
+    sync_redis.delete(f"ocrq:job:{expired}")  # as if its TTL ran out
+    listed = api.get("/v1/jobs").json()["jobs"]
+    assert [(j["id"], j["status"]) for j in listed] == [(done, "done")]
+    assert sync_redis.zrange("ocrq:tenant:public:jobs", 0, -1) == [done.encode()]
+
+
+def test_the_index_keeps_only_the_newest_jobs_of_a_tenant(make_client: Any) -> None:
+    api = make_client(tenant_index_size=3)
+    ids = [submit_named(api, f"{i}.pdf") for i in range(5)]
+    assert [j["id"] for j in api.get("/v1/jobs").json()["jobs"]] == ids[:1:-1]
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=101", "offset=-1", "limit=x"])
+def test_a_bad_page_is_400(api: TestClient[Any], query: str) -> None:
+    r = api.get(f"/v1/jobs?{query}")
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"

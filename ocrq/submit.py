@@ -1,0 +1,295 @@
+"""`ocrq submit`: upload files and folders, show progress, optionally wait and save results."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ocrq.client import SNIFF_BYTES, ApiError, AsyncClient, WaitTimeout, gather_or_cancel
+from ocrq.shared.errors import ErrorCode
+from ocrq.shared.schemas import JobView, Result, Status
+from ocrq.shared.sniff import sniff_media_type
+
+SUMMARY_COLUMNS = ("file", "job_id", "status", "pages", "seconds", "error")
+MAX_LONG_POLLS = 64  # concurrent long-poll connections held open on the producer
+
+
+@dataclass
+class FileReport:
+    """What happened to one file."""
+
+    path: Path
+    job_id: str = ""
+    status: str = "pending"
+    pages: int = 0
+    seconds: float = 0.0
+    error: str = ""
+    message: str = ""
+    ok: bool = False
+
+    def fail(self, code: str, message: str, status: str | None = None) -> None:
+        """Record a failure: rejected at upload when no job exists, else the given status."""
+        self.status = status or ("rejected" if not self.job_id else "error")
+        self.error, self.message, self.ok = code, message, False
+
+    def row(self) -> tuple[str, ...]:
+        """The summary columns."""
+        pages = str(self.pages) if self.pages else ""
+        return (str(self.path), self.job_id, self.status, pages, f"{self.seconds:.1f}", self.error)
+
+
+def is_document(path: Path) -> bool:
+    """True when the file's first bytes announce a type the API accepts (as the API decides)."""
+    try:
+        with path.open("rb") as f:
+            return sniff_media_type(f.read(SNIFF_BYTES)) is not None
+    except OSError:
+        return False
+
+
+def visible_document(path: Path, root: Path) -> bool:
+    """A document file under root, in no hidden folder and not hidden itself."""
+    hidden = any(part.startswith(".") for part in path.relative_to(root).parts)
+    return not hidden and path.is_file() and is_document(path)
+
+
+def collect_files(args: Sequence[str]) -> list[Path]:
+    """Named files as given; folders walked recursively for documents (by content, not name)."""
+    files: list[Path] = []
+    for arg in args:
+        path = Path(arg)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if visible_document(p, path))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"{arg}: no such file or directory")
+    return list(dict.fromkeys(files))
+
+
+def output_paths(files: Sequence[Path], out: Path, suffix: str) -> list[Path]:
+    """Where each file's result goes: the input tree mirrored under ``out``.
+
+    Paths are taken relative to the deepest folder holding every input, and ``page.pdf``
+    becomes ``page.md``; when two inputs of one folder share a stem (``x.pdf``, ``x.png``),
+    both keep their whole name (``x.pdf.md``, ``x.png.md``).
+    """
+    resolved = [f.resolve() for f in files]
+    root = Path(os.path.commonpath([r.parent for r in resolved])) if files else Path()
+    stems = Counter((r.parent, r.stem) for r in resolved)
+    names = [(r.stem if stems[r.parent, r.stem] == 1 else r.name) + suffix for r in resolved]
+    return [out / r.parent.relative_to(root) / n for r, n in zip(resolved, names, strict=True)]
+
+
+def result_text(result: Result, fmt: str) -> str:
+    """The result as Markdown or pretty JSON."""
+    if fmt == "json":
+        return msgspec.json.format(msgspec.json.encode(result), indent=2).decode() + "\n"
+    return result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
+
+
+class Board:
+    """The progress bar: uploaded / done / failed counts and pages per second (TTY only)."""
+
+    def __init__(self, console: Console, total: int, waiting: bool) -> None:
+        self.total, self.waiting = total, waiting
+        self.uploaded = self.done = self.failed = self.pages = 0
+        self.started = time.monotonic()
+        self.progress = Progress(
+            TextColumn("ocrq"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not console.is_terminal,  # no redraws into a pipe or a log file
+        )
+        self.task = self.progress.add_task("ocr", total=total, detail="")
+
+    def __enter__(self) -> Board:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def accepted(self) -> None:
+        """One upload accepted."""
+        self.uploaded += 1
+        self.refresh()
+
+    def finished(self, report: FileReport) -> None:
+        """One file settled (done, failed or rejected)."""
+        if not report.ok:
+            self.failed += 1
+        elif self.waiting:
+            self.done += 1
+            self.pages += report.pages
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw the counters."""
+        rate = self.pages / max(time.monotonic() - self.started, 1e-3)
+        detail = f"uploaded {self.uploaded}/{self.total} · done {self.done} · failed {self.failed}"
+        if self.waiting:
+            detail += f" · {rate:.1f} pages/s"
+        settled = self.done + self.failed if self.waiting else self.uploaded + self.failed
+        self.progress.update(self.task, completed=settled, detail=detail)
+
+
+@dataclass
+class BatchRun:
+    """Uploads files concurrently and, with --wait, waits for and saves each result."""
+
+    client: AsyncClient
+    board: Board
+    options: dict[str, Any]
+    uploads: asyncio.Semaphore
+    polls: asyncio.Semaphore
+    wait: bool
+    timeout: float
+    fmt: str
+
+    async def one(self, path: Path, output: Path | None) -> FileReport:
+        """Submit one file and, when waiting, settle it; never raises for an API error."""
+        report, started = FileReport(path), time.monotonic()
+        try:
+            async with self.uploads:
+                job = await self.client.submit(path, **self.options)
+            report.job_id, report.status, report.ok = job.id, job.status, True
+            self.board.accepted()
+            if self.wait:
+                async with self.polls:
+                    view = await self.client.wait(job, timeout=self.timeout)
+                await self.settle(report, view, output)
+        except WaitTimeout as e:
+            report.fail(e.code.value, e.message, status=e.view.status)
+        except ApiError as e:
+            report.fail(e.code.value, e.message)
+        except OSError as e:  # unreadable input or unwritable output: this file only
+            report.fail(ErrorCode.INTERNAL.value, f"{type(e).__name__}: {e}")
+        report.seconds = time.monotonic() - started
+        self.board.finished(report)
+        return report
+
+    async def settle(self, report: FileReport, view: JobView, output: Path | None) -> None:
+        """Record a terminal view; write the result when done."""
+        report.status = view.status
+        report.pages = view.result.page_count if view.result else view.progress.pages_total
+        if view.status != Status.DONE:
+            code = view.error.code if view.error else view.status
+            report.fail(code, view.error.message if view.error else "", status=view.status)
+            return
+        if output is not None:
+            result = view.result or await self.client.result(view)
+            await asyncio.to_thread(write_result, output, result_text(result, self.fmt))
+
+
+def write_result(path: Path, text: str) -> None:
+    """Write one result file, creating its folder (the mirrored input tree)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, "utf-8")
+
+
+def job_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The job options given on the command line (None: the server decides)."""
+    return {
+        "batch_size": args.batch_size,
+        "dpi": args.dpi,
+        "max_pages": args.max_pages,
+        "lane": args.lane,
+        "profile": args.profile,
+        "text_layer": args.text_layer,
+    }
+
+
+async def submit_all(
+    args: argparse.Namespace, files: list[Path], outputs: list[Path | None], waiting: bool
+) -> list[FileReport]:
+    """Run every file through one AsyncClient under the progress bar."""
+    concurrency = max(1, args.concurrency)
+    async with AsyncClient(args.url, args.api_key) as client:
+        with Board(Console(stderr=True), len(files), waiting) as board:
+            run = BatchRun(
+                client=client,
+                board=board,
+                options=job_options(args),
+                uploads=asyncio.Semaphore(concurrency),
+                polls=asyncio.Semaphore(max(concurrency, MAX_LONG_POLLS)),
+                wait=waiting,
+                timeout=args.timeout,
+                fmt=args.format,
+            )
+            return await gather_or_cancel(
+                run.one(f, out) for f, out in zip(files, outputs, strict=True)
+            )
+
+
+def summary_table(reports: Sequence[FileReport]) -> Table:
+    """The summary for a terminal: ids whole, paths folded; codes are listed below it."""
+    table = Table()
+    table.add_column("file", overflow="fold", ratio=1)
+    table.add_column("job_id", no_wrap=True, min_width=22)
+    table.add_column("status", no_wrap=True)
+    table.add_column("pages", justify="right", no_wrap=True)
+    table.add_column("s", justify="right", no_wrap=True)
+    for report in reports:
+        table.add_row(*report.row()[:-1])
+    return table
+
+
+def print_summary(reports: Sequence[FileReport]) -> None:
+    """A table on a terminal; tab-separated lines (header first) into a pipe."""
+    if sys.stdout.isatty():
+        Console().print(summary_table(reports))
+    else:
+        for row in (SUMMARY_COLUMNS, *(r.row() for r in reports)):
+            print("\t".join(row))
+    failed = [r for r in reports if not r.ok]
+    pages = sum(r.pages for r in reports if r.ok)
+    print(
+        f"{len(reports)} file(s): {len(reports) - len(failed)} ok, {len(failed)} failed, "
+        f"{pages} page(s)",
+        file=sys.stderr,
+    )
+    for report in failed:
+        print(f"  {report.path}: {report.error}: {report.message}", file=sys.stderr)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    """`ocrq submit`: exit 0 when every file was accepted (and, with --wait, done), else 1."""
+    try:
+        files = collect_files(args.paths)
+    except FileNotFoundError as e:
+        return complain("submit", str(e), 2)
+    if not files:
+        return complain("submit", "no documents found (PDF, PNG, JPEG, WebP, TIFF, BMP)", 2)
+    waiting = args.wait or args.out is not None
+    outputs: list[Path | None] = [None] * len(files)
+    if args.out is not None:
+        outputs = list(output_paths(files, Path(args.out), f".{args.format}"))
+    try:
+        reports = asyncio.run(submit_all(args, files, outputs, waiting))
+    except KeyboardInterrupt:  # accepted jobs keep running on the server
+        return complain("submit", "interrupted", 130)
+    print_summary(reports)
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def complain(command: str, message: str, code: int) -> int:
+    """Print an error for a command; its exit code."""
+    print(f"ocrq {command}: {message}", file=sys.stderr)
+    return code
