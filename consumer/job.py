@@ -16,12 +16,13 @@ from ocrq.consumer.delivery import Delivery
 from ocrq.consumer.heartbeat import Abandoned, Heartbeat
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.pages import JobPages, PageReader, Tally
+from ocrq.consumer.retry import through_outages
 from ocrq.consumer.workspace import job_workspace
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import WORK_FIELDS
 from ocrq.shared.schemas import EngineInfo, Result, Timings
 from ocrq.shared.settings import Settings
-from ocrq.shared.store import JobStore, Outcome, now_ms
+from ocrq.shared.store import REDIS_DOWN, JobStore, Outcome, now_ms
 
 log = structlog.get_logger("ocrq.worker")
 
@@ -50,11 +51,16 @@ class JobRunner:
 
     async def _process(self, d: Delivery) -> None:
         if d.deliveries > self.settings.max_deliveries:
-            await self.store.poison(d.job_id, d.lane, d.entry, self.me, d.deliveries)
+            await through_outages(
+                lambda: self.store.poison(d.job_id, d.lane, d.entry, self.me, d.deliveries),
+                "poison",
+            )
             self.metrics.jobs.labels("poisoned").inc()
             log.error("job", outcome="poisoned", deliveries=d.deliveries)
             return
-        claimed = await self.store.claim(d.job_id, d.lane, d.entry, self.me)
+        claimed = await through_outages(
+            lambda: self.store.claim(d.job_id, d.lane, d.entry, self.me), "claim"
+        )
         if claimed != "ok":
             log.info("job", outcome="skipped", reason=claimed)
             return
@@ -77,11 +83,15 @@ class JobRunner:
             return
         except OcrqError as e:
             outcome, summary = Outcome.failed(e, tally.pages_done), {"code": e.code.value}
+        except REDIS_DOWN:  # never a job's outcome: the entry stays ours, resumed later
+            raise
         except Exception as e:  # a bug must fail this job, not the worker
             log.exception("job_crashed", error=repr(e))
             err = OcrqError(ErrorCode.INTERNAL, f"worker error: {type(e).__name__}")
             outcome, summary = Outcome.failed(err, tally.pages_done), {"code": err.code.value}
-        written = await self.store.finish(d.job_id, d.lane, d.entry, self.me, outcome)
+        written = await through_outages(
+            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, outcome), "finish"
+        )
         status = outcome.status if written else "lost"
         self.metrics.jobs.labels(status).inc()
         total_s = round(time.monotonic() - tally.started, 3)
@@ -90,12 +100,14 @@ class JobRunner:
     async def _let_go(self, d: Delivery, reason: str) -> None:
         """The job is no longer ours: FINISH only ACKs an entry still held, writes nothing."""
         lost = Outcome.failed(OcrqError(ErrorCode.CANCELLED, reason))
-        await self.store.finish(d.job_id, d.lane, d.entry, self.me, lost)
+        await through_outages(
+            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, lost), "let go"
+        )
         self.metrics.jobs.labels("abandoned").inc()
         log.info("job", outcome="abandoned", reason=reason)
 
     async def _recognise(self, d: Delivery, tally: Tally) -> Result:
-        record = await self.store.read(d.job_id, WORK_FIELDS)
+        record = await through_outages(lambda: self.store.read(d.job_id, WORK_FIELDS), "read")
         if record.payload is None:
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the job has no document")
         created = record.created_at or now_ms()
@@ -103,7 +115,10 @@ class JobRunner:
         self.metrics.stage_seconds.labels("queue_wait").observe(queued_ms / 1000)
 
         async def report(done: int, total: int) -> None:
-            if not await self.store.progress(d.job_id, self.me, done, total):
+            ours = await through_outages(
+                lambda: self.store.progress(d.job_id, self.me, done, total), "progress"
+            )
+            if not ours:
                 raise Abandoned("the job is no longer this worker's")
 
         with job_workspace(self.workspace, d.job_id) as folder:

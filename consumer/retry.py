@@ -11,6 +11,7 @@ import structlog
 
 from ocrq.shared.errors import OcrqError
 from ocrq.shared.settings import Settings
+from ocrq.shared.store import REDIS_DOWN
 
 T = TypeVar("T")
 log = structlog.get_logger("ocrq.retry")
@@ -71,4 +72,21 @@ async def with_retries(
             log.warning(
                 "engine_retry", attempt=backoff.attempt, code=e.code.value, delay_s=round(delay, 2)
             )
+            await asyncio.sleep(delay)
+
+
+async def through_outages(call: Callable[[], Awaitable[T]], what: str) -> T:
+    """Run a Redis call; while Redis is unreachable or paused, wait and try it again.
+
+    A job must never fail because the job store blinked: its worker keeps it and finishes
+    it once Redis answers again. Every script a job runs is safe to repeat. Cancelling the
+    calling task (a drain) is the only way out.
+    """
+    backoff = Backoff(0.2, 5.0)
+    while True:
+        try:
+            return await call()
+        except REDIS_DOWN as e:
+            delay = backoff.next_delay()
+            log.warning("redis_unavailable", during=what, error=str(e), retry_in_s=round(delay, 2))
             await asyncio.sleep(delay)

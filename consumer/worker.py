@@ -32,7 +32,12 @@ class Worker:
         self.me = runner.me
         self.stack_root: Path = runner.workspace.parent  # where other workers' folders live
         self.tasks: dict[asyncio.Task[None], Delivery] = {}
+        # Entries already pending to us that no task runs yet: read beyond the free slots,
+        # or found again after an outage or a restart under the same name.
+        self.held: list[Delivery] = []
         self._next_reclaim = 0.0
+        self._cursors = dict.fromkeys(store.keys.lanes, "0-0")  # XAUTOCLAIM, per lane
+        self._resume = True  # take back our own pending entries at start
 
     async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
         """Read and dispatch until stop is set, then drain in-flight jobs within the grace.
@@ -48,6 +53,7 @@ class Worker:
                 dispatched = await self._turn(stop, burst)
                 backoff.reset()
             except (RedisError, OSError) as e:  # down, failing over, read-only: wait it out
+                self._resume = True  # jobs that died with the connection are still ours
                 if isinstance(e, ResponseError) and "NOGROUP" in str(e):
                     log.warning("group_missing_recreating", error=str(e))
                     with contextlib.suppress(RedisError, OSError):
@@ -56,41 +62,60 @@ class Worker:
                 log.warning("redis_unavailable", error=str(e), attempt=backoff.attempt + 1)
                 await backoff.sleep(stop)
                 continue
-            if burst and not dispatched and not self.tasks:
+            if burst and not dispatched and not self.tasks and not self.held:
                 break
         await self.drain()
 
     async def _turn(self, stop: asyncio.Event, burst: bool) -> int:
         """One turn of the loop; how many jobs it dispatched."""
-        free = self.settings.max_jobs - len(self.tasks)
+        if self._resume:
+            self.held += await self.resume_own()
+            self._resume = False
+        dispatched = await self._dispatch_held()
+        free = self.free_slots()
         if free <= 0:
             await asyncio.wait(set(self.tasks), timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
-            return 0
-        dispatched = 0
+            return dispatched
         if time.monotonic() >= self._next_reclaim:
             # Dispatched before anything else can fail: these entries are already ours.
-            dispatched += await self._dispatch(await self.reclaim(free))
-            free = self.settings.max_jobs - len(self.tasks)
+            self.held += await self.reclaim(free)
+            dispatched += await self._dispatch_held()
+            free = self.free_slots()
         if free > 0:
             # In burst mode an idle worker must notice an empty queue quickly.
             block_ms = 1 if burst and not self.tasks else self.settings.redis_block_ms
             deliveries = await self.collect_window(free, stop, block_ms)
             if deliveries:
                 self.metrics.window_fill.observe(len(deliveries))
-            dispatched += await self._dispatch(deliveries)
+            self.held += deliveries
+            dispatched += await self._dispatch_held()
         return dispatched
 
-    async def _dispatch(self, deliveries: list[Delivery]) -> int:
+    def free_slots(self) -> int:
+        """Jobs this worker may still start."""
+        return self.settings.max_jobs - len(self.tasks)
+
+    async def _dispatch_held(self) -> int:
+        """Start held deliveries while slots are free; the rest stay held for the next turn."""
         started = 0
-        for d in deliveries:
-            if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
-                await self.store.drop_entry(d.lane, d.entry)
-                continue
-            task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
-            self.tasks[task] = d
-            task.add_done_callback(self._forget)
-            started += 1
+        while self.held and self.free_slots() > 0:
+            started += await self._dispatch(self.held.pop(0))
         return started
+
+    async def _dispatch(self, d: Delivery) -> int:
+        if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
+            await self.store.drop_entry(d.lane, d.entry)
+            return 0
+        running = self.tasks.values()
+        if any(r.entry == d.entry or r.job_id == d.job_id for r in running):
+            # Reclaimed from ourselves after a long outage, or a second entry of a job we
+            # run: a second copy here would share (and delete) the first one's files.
+            log.info("already_running", job_id=d.job_id, entry=d.entry)
+            return 0
+        task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
+        self.tasks[task] = d
+        task.add_done_callback(self._forget)
+        return 1
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         self.tasks.pop(task, None)
@@ -115,18 +140,20 @@ class Worker:
         return got
 
     async def read(self, count: int, block_ms: int) -> list[Delivery]:
-        """Up to count new entries, interactive lane first; BLOCK at most block_ms (≥1)."""
-        keys = self.store.keys
-        first: dict[Any, Any] = {keys.stream(keys.lanes[0]): ">"}
-        got = parse_entries(
-            await self.store.redis.xreadgroup(keys.group, self.me, first, count=count)
-        )
-        if got:
-            return got
-        both: dict[Any, Any] = {keys.stream(lane): ">" for lane in keys.lanes}
-        reply = await self.store.redis.xreadgroup(
-            keys.group, self.me, both, count=count, block=max(1, block_ms)
-        )
+        """Up to count new entries, interactive lane first; BLOCK at most block_ms (≥1).
+
+        Each lane is read on its own while any has entries, so one read never returns more
+        than ``count``. Only the blocking read names every lane, and Redis serves a blocked
+        read from the one lane that got an entry; should entries have arrived on two lanes
+        in between, the extra ones are held for the next turn (they are pending to us).
+        """
+        keys, redis = self.store.keys, self.store.redis
+        for lane in keys.lanes:
+            reply = await redis.xreadgroup(keys.group, self.me, {keys.stream(lane): ">"}, count)
+            if got := parse_entries(reply):
+                return got
+        every: dict[Any, Any] = {keys.stream(lane): ">" for lane in keys.lanes}
+        reply = await redis.xreadgroup(keys.group, self.me, every, count, block=max(1, block_ms))
         return parse_entries(reply)
 
     async def reclaim(self, free: int) -> list[Delivery]:
@@ -137,16 +164,36 @@ class Worker:
         await asyncio.to_thread(sweep_stale, self.stack_root)
         for lane in keys.lanes:
             stream = keys.stream(lane)
-            reply = await self.store.redis.xautoclaim(
+            cursor, entries, *_ = await self.store.redis.xautoclaim(
                 stream, keys.group, self.me, self.settings.visibility_timeout_ms,
-                start_id="0-0", count=free - len(out),
+                start_id=self._cursors[lane], count=free - len(out),
             )  # fmt: skip
-            for d in parse_entries([(stream.encode(), reply[1])]):
+            # The scan goes on from where it stopped: stale entries behind many live ones
+            # are reached in later turns rather than never.
+            self._cursors[lane] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+            for d in parse_entries([(stream.encode(), entries)]):
                 out.append(await self._with_delivery_count(stream, d))
+            await self.store.prune_consumers(lane, self.me, self.settings.consumer_prune_idle_s)
             if len(out) >= free:
                 break
         if out:
             log.warning("reclaimed", count=len(out), jobs=[d.job_id for d in out])
+        return out
+
+    async def resume_own(self) -> list[Delivery]:
+        """Entries pending to this very consumer that no task runs (an outage, a restart)."""
+        running = {d.entry for d in self.tasks.values()} | {d.entry for d in self.held}
+        out: list[Delivery] = []
+        for lane in self.store.keys.lanes:
+            pending = await self.store.own_pending(lane, self.me, 10 * self.settings.max_jobs)
+            for entry, delivered in pending:
+                if entry not in running:
+                    job_id = await self.store.entry_job(lane, entry)
+                    out.append(
+                        Delivery(lane=lane, entry=entry, job_id=job_id, deliveries=delivered)
+                    )
+        if out:
+            log.warning("resumed_own_entries", count=len(out), jobs=[d.job_id for d in out])
         return out
 
     async def _with_delivery_count(self, stream: str, d: Delivery) -> Delivery:
@@ -157,15 +204,16 @@ class Worker:
         return Delivery(lane=d.lane, entry=d.entry, job_id=d.job_id, deliveries=count)
 
     async def drain(self) -> None:
-        """Let in-flight jobs finish within the grace; cancel the rest (they stay pending)."""
-        if not self.tasks:
-            return
-        log.info("draining", in_flight=len(self.tasks), grace_s=self.settings.drain_grace_s)
-        _, pending = await asyncio.wait(set(self.tasks), timeout=self.settings.drain_grace_s)
-        unfinished = [self.tasks[task] for task in pending]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        """Let in-flight jobs finish within the grace; hand the rest (and held ones) back."""
+        unfinished = list(self.held)
+        self.held.clear()
+        if self.tasks:
+            log.info("draining", in_flight=len(self.tasks), grace_s=self.settings.drain_grace_s)
+            _, pending = await asyncio.wait(set(self.tasks), timeout=self.settings.drain_grace_s)
+            unfinished += [self.tasks[task] for task in pending]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         for d in unfinished:  # hand them back now rather than after the visibility timeout
             try:
                 await self.store.release(d.job_id, d.lane, d.entry, self.me)

@@ -25,7 +25,7 @@ from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.logging import configure_logging, renders_json
 from ocrq.shared.schemas import ErrorBody
 from ocrq.shared.settings import Settings, load_settings
-from ocrq.shared.store import REDIS_DOWN, JobStore, make_redis
+from ocrq.shared.store import REDIS_DOWN, JobStore, is_oom, make_redis, store_full
 
 log = structlog.get_logger("ocrq.producer")
 
@@ -51,6 +51,8 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
             return _render(err, exc.status_code)
     elif isinstance(exc, REDIS_DOWN):
         err = OcrqError(ErrorCode.UNAVAILABLE, "the job store is unreachable", retry_after=5)
+    elif is_oom(exc):
+        err = store_full()
     else:
         log.exception("unhandled_error", error=repr(exc))
         err = OcrqError(ErrorCode.INTERNAL, "internal error")

@@ -25,6 +25,14 @@ class ProducerMetrics:
         self.lane_lag = Gauge(
             "ocrq_lane_lag", "Entries not yet delivered", ["lane"], registry=self.registry
         )
+        self.redis_memory_used = Gauge(
+            "ocrq_redis_memory_used_bytes", "Redis used_memory", registry=self.registry
+        )
+        self.redis_memory_max = Gauge(
+            "ocrq_redis_memory_max_bytes",
+            "Redis maxmemory (0: no limit); uploads get 503 when used reaches it",
+            registry=self.registry,
+        )
         self.lane_pending = Gauge(
             "ocrq_lane_pending",
             "Entries delivered, not yet acked",

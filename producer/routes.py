@@ -232,6 +232,9 @@ async def metrics(state: State) -> Response[bytes]:
                 lag, pending = await rt.store.lane_stats(lane)
                 rt.metrics.lane_lag.labels(lane).set(lag)
                 rt.metrics.lane_pending.labels(lane).set(pending)
+            used, limit = await rt.store.memory()
+            rt.metrics.redis_memory_used.set(used)
+            rt.metrics.redis_memory_max.set(limit)
     except Exception as e:
         log.warning("metrics_backlog_unavailable", error=str(e))
     return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -41,13 +41,15 @@ def free_port() -> int:
 class EmbeddedServer:
     """A Redis-compatible server process with its own data folder; stop() ends it."""
 
-    def __init__(self, binary: Path, data_dir: Path, port: int, *, aof: bool) -> None:
+    def __init__(
+        self, binary: Path, data_dir: Path, port: int, *, aof: bool, fsync: str = "everysec"
+    ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.binary, self.data_dir, self.port = binary, data_dir, port
         self.url = f"redis://127.0.0.1:{port}/0"
         args = [
             str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", "everysec",
+            "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", fsync,
             "--maxmemory-policy", "noeviction", "--protected-mode", "yes",
             "--logfile", str(data_dir / "server.log"),
         ]  # fmt: skip
@@ -88,10 +90,16 @@ class EmbeddedServer:
 
 
 def start_server(
-    data_dir: Path, *, port: int | None = None, aof: bool = True, prefer: str = "auto"
+    data_dir: Path,
+    *,
+    port: int | None = None,
+    aof: bool = True,
+    prefer: str = "auto",
+    fsync: str = "everysec",
 ) -> EmbeddedServer:
     """Start a server on a free port (or the given one) and wait until it answers."""
-    server = EmbeddedServer(find_server_binary(prefer), data_dir, port or free_port(), aof=aof)
+    binary = find_server_binary(prefer)
+    server = EmbeddedServer(binary, data_dir, port or free_port(), aof=aof, fsync=fsync)
     try:
         server.wait_ready()
     except Exception:

@@ -16,7 +16,7 @@ from importlib import resources
 from ocrq.shared.settings import GROUP, LANES
 
 SCRIPT_NAMES = (
-    "enqueue", "claim", "progress", "finish", "touch", "release", "poison", "cancel",
+    "enqueue", "claim", "progress", "finish", "touch", "release", "poison", "cancel", "prune",
 )  # fmt: skip
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 

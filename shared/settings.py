@@ -55,6 +55,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     engine_backoff_max_s: float = 30.0
     visibility_timeout_ms: int = 300_000
     max_deliveries: int = 3
+    consumer_prune_idle_s: int = 3600  # a group consumer owning nothing, unseen this long, goes
     drain_grace_s: float = 30.0
     shm_dir: str = "/dev/shm"
     raster_workers: int = 2

@@ -10,12 +10,20 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
-from ocrq.shared.record import POLL_FIELDS, Field, JobRecord, decode_record, error_json, text
+from ocrq.shared.record import (
+    ENTRY_JOB_ID,
+    POLL_FIELDS,
+    Field,
+    JobRecord,
+    decode_record,
+    error_json,
+    text,
+)
 from ocrq.shared.schemas import Status
 from ocrq.shared.settings import Settings
 
@@ -23,6 +31,20 @@ ScriptArg = bytes | str | int | float
 
 # Redis unreachable or too slow to answer: wait and try again; never a job's outcome.
 REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def is_oom(error: Exception) -> bool:
+    """True for Redis refusing a write at maxmemory (the noeviction policy)."""
+    return isinstance(error, OutOfMemoryError)
+
+
+def store_full() -> OcrqError:
+    """The 503 for an upload that Redis has no memory left for."""
+    return OcrqError(
+        ErrorCode.UNAVAILABLE,
+        "the job store is full (Redis maxmemory): retry once queued jobs have been processed",
+        retry_after=30,
+    )
 
 
 def now_ms() -> int:
@@ -99,7 +121,10 @@ class JobStore:
         ]  # fmt: skip
         index = self.keys.tenant_jobs(text(fields.get(Field.TENANT, "")))
         keys = [self.keys.job(job_id), self.keys.stream(lane), idem or "", index]
-        kind, value = await self._run("enqueue", keys, argv + flat)
+        try:
+            kind, value = await self._run("enqueue", keys, argv + flat)
+        except OutOfMemoryError as e:
+            raise store_full() from e
         kind, value = text(kind), text(value)
         if kind == "full":
             raise OcrqError(
@@ -156,7 +181,9 @@ class JobStore:
 
     async def progress(self, job_id: str, me: str, done: int, total: int) -> bool:
         """Advance pages_done; False when this worker no longer owns the job."""
-        argv: list[ScriptArg] = [me, done, total, self.keys.events, job_id]
+        argv: list[ScriptArg] = [
+            me, done, total, self.keys.events, job_id, self.settings.queued_ttl_s
+        ]  # fmt: skip
         return text(await self._run("progress", [self.keys.job(job_id)], argv)) == "ok"
 
     async def finish(self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome) -> bool:
@@ -190,11 +217,34 @@ class JobStore:
         ]  # fmt: skip
         return text(await self._run("poison", keys, argv)) == "ok"
 
+    async def prune_consumers(self, lane: str, me: str, min_idle_s: float) -> int:
+        """Remove the lane group's consumers that own nothing and were unseen for min_idle_s."""
+        argv: list[ScriptArg] = [self.keys.group, int(min_idle_s * 1000), me]
+        return int(await self._run("prune", [self.keys.stream(lane)], argv))
+
+    async def own_pending(self, lane: str, me: str, count: int) -> list[tuple[str, int]]:
+        """(entry, times delivered) of the entries pending to this consumer on a lane."""
+        rows = await self.redis.xpending_range(
+            self.keys.stream(lane), self.keys.group, min="-", max="+", count=count, consumername=me
+        )
+        return [(text(row["message_id"]), int(row["times_delivered"])) for row in rows]
+
+    async def entry_job(self, lane: str, entry: str) -> str:
+        """The job id a stream entry names; "" when the entry is gone or names none."""
+        rows = await self.redis.xrange(self.keys.stream(lane), min=entry, max=entry, count=1)
+        fields = (rows[0][1] if rows else None) or {}
+        return text(fields.get(ENTRY_JOB_ID.encode(), b""))
+
     async def drop_entry(self, lane: str, entry: str) -> None:
         """ACK and delete an entry that names no job (not ours to keep redelivering)."""
         stream = self.keys.stream(lane)
         await self.redis.xack(stream, self.keys.group, entry)
         await self.redis.xdel(stream, entry)
+
+    async def memory(self) -> tuple[int, int]:
+        """(used_memory, maxmemory) in bytes; maxmemory 0 means no limit."""
+        info = await self.redis.info("memory")
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     async def lane_stats(self, lane: str) -> tuple[int, int]:
         """(lag, pending) of the workers group on a lane; lag falls back to XLEN - pending."""

@@ -87,9 +87,13 @@ class Stack:
     def wait(self, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
         """Long-poll until the job is terminal."""
         deadline = time.monotonic() + timeout_s
+        view: dict[str, Any] = {}
         while time.monotonic() < deadline:
             r = httpx.get(f"{self.api}/v1/jobs/{job_id}?wait=5", timeout=30)
-            view: dict[str, Any] = r.json()
+            if r.status_code == 503:  # Redis is away (a fault test): ask again shortly
+                time.sleep(0.5)
+                continue
+            view = r.json()
             if view["status"] in TERMINAL:
                 return view
         raise TimeoutError(f"job {job_id} not terminal after {timeout_s}s: {view}")

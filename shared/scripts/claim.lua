@@ -2,10 +2,14 @@
 -- Takes the job for consumer ARGV[1] unless it has ended, or is alive under another entry.
 -- KEYS: job, stream
 -- ARGV: me, entry, group, now_ms, ttl_s
--- Reply: 'ok' | 'skip:<status>' | 'missing'
+-- Reply: 'ok' | 'skip:<status>' | 'skip:not-owner' | 'missing'
+-- Under maxmemory (noeviction) the first write decides: EXPIRE, which never grows memory,
+-- comes before HSET, so a claim still works when Redis is full.
 -- Needs: owns, ack
 local job, stream = KEYS[1], KEYS[2]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
+-- An entry another consumer took over meanwhile (a reclaim) is not ours to start.
+if not owns(stream, group, entry, me) then return 'skip:not-owner' end
 local status = redis.call('HGET', job, 'status')
 if not status then ack(stream, group, entry); return 'missing' end
 if status == 'processing' then
@@ -18,8 +22,8 @@ if status == 'processing' then
   status = 'queued'
 end
 if status ~= 'queued' then ack(stream, group, entry); return 'skip:' .. status end
+redis.call('EXPIRE', job, tonumber(ARGV[5]))  -- a job started late in its TTL must not vanish
 redis.call('HSET', job, 'status', 'processing', 'worker', me, 'started_at', ARGV[4],
   'entry', entry, 'pages_done', 0)
 redis.call('HINCRBY', job, 'attempts', 1)
-redis.call('EXPIRE', job, tonumber(ARGV[5]))  -- a job started late in its TTL must not vanish
 return 'ok'

@@ -5,6 +5,8 @@
 -- ARGV: me, entry, group, status, field (result|error), value, finished_at, ttl_s,
 --       channel, id, pages_done
 -- Reply: 'ok' | 'lost'
+-- The payload goes first: under maxmemory (noeviction) a script's first write decides
+-- whether it may grow memory, and HDEL/EXPIRE only ever free it.
 -- Needs: owns, ack, event
 local job, stream = KEYS[1], KEYS[2]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
@@ -15,10 +17,10 @@ if v[1] ~= 'processing' or v[2] ~= me then
   return 'lost'
 end
 if not mine then return 'lost' end
-redis.call('HSET', job, 'status', ARGV[4], ARGV[5], ARGV[6], 'finished_at', ARGV[7],
-  'pages_done', ARGV[11])
 redis.call('HDEL', job, 'payload')
 redis.call('EXPIRE', job, tonumber(ARGV[8]))
+redis.call('HSET', job, 'status', ARGV[4], ARGV[5], ARGV[6], 'finished_at', ARGV[7],
+  'pages_done', ARGV[11])
 ack(stream, group, entry)
 event(ARGV[9], ARGV[10], ARGV[4], tonumber(ARGV[11]))
 return 'ok'

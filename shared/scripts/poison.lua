@@ -3,15 +3,16 @@
 -- KEYS: job, stream, dead
 -- ARGV: me, entry, group, error_json, finished_at, ttl_s, channel, id, lane, deliveries
 -- Reply: 'ok' | 'lost'
+-- Memory-freeing writes first (HDEL, EXPIRE), so it works when Redis is full.
 -- Needs: owns, ack, event
 local job, stream, dead = KEYS[1], KEYS[2], KEYS[3]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
 if not owns(stream, group, entry, me) then return 'lost' end
 local status = redis.call('HGET', job, 'status')
 if status == 'queued' or status == 'processing' then
-  redis.call('HSET', job, 'status', 'failed', 'error', ARGV[4], 'finished_at', ARGV[5])
   redis.call('HDEL', job, 'payload')
   redis.call('EXPIRE', job, tonumber(ARGV[6]))
+  redis.call('HSET', job, 'status', 'failed', 'error', ARGV[4], 'finished_at', ARGV[5])
   event(ARGV[7], ARGV[8], 'failed', 0)
   redis.call('XADD', dead, 'MAXLEN', '~', 10000, '*', 'id', ARGV[8], 'lane', ARGV[9],
     'entry', entry, 'deliveries', ARGV[10])
