@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 import httpx
 import structlog
 
+from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.engines.base import Engine
 from ocrq.consumer.job import JobRunner
 from ocrq.consumer.metrics import HealthServer, WorkerMetrics
@@ -83,6 +84,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     workspace = claim_worker_folder(root, me)
     redis, http, pool = make_redis(settings), http_client(settings), raster_pool(settings)
     engine = make_engine(settings, http)
+    circuit = EngineCircuit(engine.probe, settings)
     metrics = WorkerMetrics()
     health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
     try:
@@ -90,7 +92,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
             await health.start()
         store = JobStore(redis, settings)
         reader = PageReader(
-            settings=settings, engine=engine, metrics=metrics,
+            settings=settings, engine=engine, circuit=circuit, metrics=metrics,
             rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
             slots=asyncio.Semaphore(settings.engine_concurrency),
         )  # fmt: skip
@@ -99,6 +101,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         await Worker(settings, store, runner, metrics).run(stop, burst=burst)
     finally:
         await health.stop()
+        await circuit.aclose()
         await engine.aclose()
         await http.aclose()
         await pool.aclose()

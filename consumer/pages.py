@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.engines.base import Engine, EngineOutput
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.raster import Rasteriser
-from ocrq.consumer.retry import with_retries
 from ocrq.shared.schemas import JobOptions, Page
 from ocrq.shared.settings import Settings
 
@@ -53,6 +53,7 @@ class PageReader:
     settings: Settings
     rasteriser: Rasteriser
     engine: Engine
+    circuit: EngineCircuit  # the engine's health, shared by every job of the worker
     slots: asyncio.Semaphore
     metrics: WorkerMetrics
 
@@ -121,9 +122,8 @@ class PageReader:
             self.metrics.stage_seconds.labels("raster").observe(raster_s)
             started = time.monotonic()
             try:
-                out = await with_retries(
+                out = await self.circuit.call(
                     lambda: self.engine.recognise(images, profile=job.options.profile),
-                    self.settings,
                     on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
                 )
             finally:

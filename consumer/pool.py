@@ -34,20 +34,38 @@ class RecyclingPool:
         self._slots = asyncio.Semaphore(max(1, workers))
 
     async def run(self, timeout_s: float, fn: Callable[..., T], *args: Any) -> T:
-        """Run fn(*args) in a worker; TimeoutError past timeout_s of running time."""
-        async with self._slots:
-            pool = self._pool
+        """Run fn(*args) in a worker; TimeoutError past timeout_s of running time.
+
+        The slot is held until the call really ends, not until its caller stops waiting: a
+        cancelled caller (a cancelled job) leaves its call running in the worker, and the
+        next call must not start its clock while queued behind it.
+        """
+        await self._slots.acquire()
+        pool = self._pool
+        try:
             if pool is None:
                 raise PoolClosed("the pool is closed")
-            try:  # submit too: a pool whose worker died refuses new work at once
-                future = pool.submit(fn, *args)
-                return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
-            except TimeoutError:
-                self._recycle(pool, kill=True)
-                raise
-            except BrokenProcessPool:
+            # submit too: a pool whose worker died refuses new work at once
+            call = asyncio.wrap_future(pool.submit(fn, *args))
+        except BaseException as e:
+            self._slots.release()
+            if pool is not None and isinstance(e, BrokenProcessPool):
                 self._recycle(pool, kill=False)
-                raise
+            raise
+        call.add_done_callback(self._release)
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), timeout_s)
+        except TimeoutError:
+            self._recycle(pool, kill=True)
+            raise
+        except BrokenProcessPool:
+            self._recycle(pool, kill=False)
+            raise
+
+    def _release(self, call: asyncio.Future[Any]) -> None:
+        self._slots.release()
+        if not call.cancelled():
+            call.exception()  # retrieved: a caller that stopped waiting does not want it
 
     def _recycle(self, pool: ProcessPoolExecutor, *, kill: bool) -> None:
         if self._pool is pool:

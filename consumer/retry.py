@@ -1,4 +1,4 @@
-"""Backoff: capped exponential delays with jitter, for Redis outages and engine retries alike."""
+"""Backoff: capped exponential delays with jitter, for Redis outages and the engine alike."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from typing import TypeVar
 
 import structlog
 
-from ocrq.shared.errors import OcrqError
-from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN
 
 T = TypeVar("T")
@@ -50,29 +48,6 @@ class Backoff:
         except TimeoutError:
             pass
         return delay
-
-
-async def with_retries(
-    call: Callable[[], Awaitable[T]],
-    settings: Settings,
-    on_error: Callable[[OcrqError], None] | None = None,
-    rng: random.Random | None = None,
-) -> T:
-    """Run call; retry transient OcrqErrors up to settings.engine_retries, then raise the last."""
-    backoff = Backoff(settings.engine_backoff_s, settings.engine_backoff_max_s, rng)
-    while True:
-        try:
-            return await call()
-        except OcrqError as e:
-            if on_error:
-                on_error(e)
-            if not e.transient or backoff.attempt >= settings.engine_retries:
-                raise
-            delay = backoff.next_delay()
-            log.warning(
-                "engine_retry", attempt=backoff.attempt, code=e.code.value, delay_s=round(delay, 2)
-            )
-            await asyncio.sleep(delay)
 
 
 async def through_outages(call: Callable[[], Awaitable[T]], what: str) -> T:

@@ -71,6 +71,10 @@ class Worker:
         if self._resume:
             self.held += await self.resume_own()
             self._resume = False
+        circuit = self.runner.reader.circuit
+        if circuit.is_open:  # the engine is down: take no new work, wait for it
+            await circuit.wait_closed(1.0)
+            return 0
         dispatched = await self._dispatch_held()
         free = self.free_slots()
         if free <= 0:

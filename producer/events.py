@@ -36,6 +36,10 @@ class EventHub:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self.wake_all()
+
+    def wake_all(self) -> None:
+        """Wake every waiter (they re-read their job's state)."""
         for events in self._waiters.values():
             for event in events:
                 event.set()
@@ -68,6 +72,9 @@ class EventHub:
             try:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(self.channel)
+                    # Events published while we were not subscribed are gone: every waiter
+                    # reads the job again rather than sleeping out its whole wait.
+                    self.wake_all()
                     while True:
                         message = await pubsub.get_message(timeout=1.0)
                         if message and message.get("type") == "message":

@@ -146,12 +146,19 @@ async def get_job(
         )
     with rt.events.watch(job_id) as changed:
         view = await read_view(rt, job_id, tenant)
-        if wait and Status(view.status) in ACTIVE:
+        deadline = time.monotonic() + wait
+        seen = (view.status, view.progress)
+        # A wake-up without a change (the hub resubscribed) waits on for the time left.
+        while Status(view.status) in ACTIVE and (view.status, view.progress) == seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             try:
-                await asyncio.wait_for(changed.wait(), timeout=wait)
-                view = await read_view(rt, job_id, tenant)
+                await asyncio.wait_for(changed.wait(), timeout=left)
             except TimeoutError:
-                pass
+                break
+            changed.clear()  # before the read: a change after it wakes the next wait
+            view = await read_view(rt, job_id, tenant)
     headers = {"Retry-After": "1"} if Status(view.status) in ACTIVE else {}
     return Response(view, headers=headers)
 

@@ -50,7 +50,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_jobs: int = 16  # per collection window
     engine_concurrency: int = 32  # in-flight engine requests per worker
     engine_timeout_s: float = 300.0
-    engine_retries: int = 5
+    # An engine that is down or warming up (a cold start from zero) makes jobs wait this
+    # long before they fail with engine_unavailable; see consumer/circuit.py.
+    engine_outage_s: float = 900.0
+    engine_retries: int = 5  # failures of one request while the engine says it is healthy
     engine_backoff_s: float = 1.0
     engine_backoff_max_s: float = 30.0
     visibility_timeout_ms: int = 300_000

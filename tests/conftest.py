@@ -12,7 +12,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 from session_processes import SessionGuard
-from stack import start_producer, stop
+from stack import Stack, start_producer, stop
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import EmbeddedServer, start_server
@@ -101,6 +101,17 @@ def live_producer(settings: Settings) -> Iterator[str]:
         yield url
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def stack(settings: Settings, live_producer: str, tmp_path: Path) -> Iterator[Stack]:
+    """Producer + fake vLLM; tests start the workers they need."""
+    with FakeVllm() as fake:
+        s = Stack(settings, live_producer, fake, tmp_path / "shm", tmp_path)
+        try:
+            yield s
+        finally:
+            s.stop()
 
 
 # Everything a test may change at run time, back at its default.

@@ -54,8 +54,11 @@ class Stack:
     tmp: Path
     workers: list[WorkerProc] = field(default_factory=list)
 
-    def start_worker(self, **env: Any) -> WorkerProc:
-        """Start one worker (env overrides as OCRQ_* names without prefix) and wait for it."""
+    def start_worker(self, *, new_session: bool = False, **env: Any) -> WorkerProc:
+        """Start one worker (env overrides as OCRQ_* names without prefix) and wait for it.
+
+        ``new_session``: the worker leads its own process group, as a command in a terminal.
+        """
         port = free_port()
         values = {
             "REDIS_URL": self.settings.redis_url, "ENGINE": "vllm", "VLLM_URL": self.fake.url,
@@ -70,6 +73,7 @@ class Stack:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ocrq.cli", "worker"],
             env=full_env, stdout=subprocess.DEVNULL, stderr=log_path.open("wb"),
+            start_new_session=new_session,
         )  # fmt: skip
         worker = WorkerProc(proc, f"http://127.0.0.1:{port}/metrics", log_path)
         self.workers.append(worker)

@@ -49,6 +49,10 @@ class Engine(Protocol):
         """
         ...
 
+    async def probe(self) -> bool:
+        """True when the engine is up and ready to answer (a cheap health check)."""
+        ...
+
     async def aclose(self) -> None:
         """Release pools and clients."""
         ...

@@ -185,6 +185,10 @@ class LocalEngine:
             for task in tasks:  # one page failed: the others of this call stop too
                 task.cancel()
 
+    async def probe(self) -> bool:
+        """Always up: the pool replaces a dead OCR process by itself."""
+        return True
+
     async def aclose(self) -> None:
         """Shut the pool down, waiting for its processes to exit."""
         await self._pool.aclose()

@@ -100,6 +100,9 @@ def encode_body(profile: Profile, model: str, pages: list[PageImage], max_tokens
     return msgspec.json.encode(build_request(profile, model, uris, max_tokens))
 
 
+PROBE_TIMEOUT_S = 5.0
+
+
 class VllmEngine:
     """OCR through a vLLM server's /v1/chat/completions, one request per micro-batch."""
 
@@ -113,6 +116,7 @@ class VllmEngine:
         self.profile = settings.profile
         self._client = client
         self._url = chat_completions_url(settings.vllm_url)
+        self._health_url = self._url.removesuffix(CHAT_PATH) + "/health"
         self._max_tokens = settings.max_tokens
         # The read timeout bounds the whole generation (vLLM sends nothing until it is done);
         # a dead host should fail faster than that.
@@ -134,6 +138,16 @@ class VllmEngine:
         reply = await self._post(body)
         # A looping answer runs to hundreds of kB: decode and parse it off the loop too.
         return await asyncio.to_thread(read_reply, reply, pages, chosen)
+
+    async def probe(self) -> bool:
+        """True when vLLM answers /health with 200 (up, model loaded)."""
+        try:
+            response = await self._client.get(
+                self._health_url, headers=self._headers, timeout=PROBE_TIMEOUT_S
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     async def aclose(self) -> None:
         """Nothing to release: the HTTP client is shared and owned (and closed) by the worker."""

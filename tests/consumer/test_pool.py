@@ -48,3 +48,14 @@ async def test_a_closed_pool_refuses_calls(pool: RecyclingPool) -> None:
     await pool.aclose()
     with pytest.raises(PoolClosed):
         await pool.run(1, sum, [1])
+
+
+async def test_a_cancelled_caller_keeps_the_slot_until_its_call_ends(pool: RecyclingPool) -> None:
+    first = asyncio.create_task(pool.run(10, time.sleep, 1.0))
+    await asyncio.sleep(0.2)  # running in the worker
+    first.cancel()
+    # Queued behind the orphaned call, this one's clock starts only once the worker is free:
+    # 1 s of waiting is not counted against its 0.5 s.
+    started = time.monotonic()
+    assert await pool.run(0.5, os.getpid) != os.getpid()
+    assert time.monotonic() - started >= 0.6  # it did wait for the orphan to end

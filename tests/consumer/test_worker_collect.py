@@ -27,8 +27,12 @@ async def run_for_a_while(d: Delivery) -> None:
 
 
 def worker(store: JobStore, tmp_path: Path, **settings: Any) -> Worker:
+    healthy = SimpleNamespace(is_open=False)
     runner: Any = SimpleNamespace(
-        me="w-test", workspace=tmp_path / "w-test", process=run_for_a_while
+        me="w-test",
+        workspace=tmp_path / "w-test",
+        process=run_for_a_while,
+        reader=SimpleNamespace(circuit=healthy),
     )
     changed = msgspec.structs.replace(store.settings, **settings)
     return Worker(changed, store, runner, WorkerMetrics())
