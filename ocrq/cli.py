@@ -20,11 +20,12 @@ COMMANDS: dict[str, str] = {
     "status": "show a job's status (--json: the whole view)",
     "wait": "wait until jobs end",
     "result": "print a job's result (Markdown or JSON)",
-    "cancel": "cancel active jobs, delete finished ones",
+    "cancel": "cancel active jobs (they stay, as cancelled)",
+    "rm": "delete jobs and their results",
     "ls": "list your recent jobs",
     "k8s": "render generated Kubernetes manifests (e.g. `ocrq k8s keda`)",
 }
-CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "ls")
+CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls")
 
 
 def run_producer(argv: list[str]) -> int:
@@ -45,6 +46,7 @@ def run_producer(argv: list[str]) -> int:
     uvicorn.run(
         "ocrq.producer.app:create_app",
         factory=True,
+        http="ocrq.producer.server:HeaderDeadlineProtocol",
         host=args.host,
         port=args.port,
         workers=args.workers,

@@ -1,4 +1,4 @@
-"""The command-line client: `ocrq submit | status | wait | result | cancel | ls`."""
+"""The command-line client: `ocrq submit | status | wait | result | cancel | rm | ls`."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def run_result(args: argparse.Namespace) -> int:
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    """`ocrq cancel JOB…`: cancel active jobs, delete finished ones."""
+    """`ocrq cancel JOB…`: cancel active jobs (they stay, as cancelled)."""
     code = 0
     with Client(args.url, args.api_key) as client:
         for job in args.jobs:
@@ -93,6 +93,19 @@ def run_cancel(args: argparse.Namespace) -> int:
                 print(f"{job}  {client.cancel(job)}")
             except ApiError as e:
                 code = complain("cancel", f"{job}: {e}", 1)
+    return code
+
+
+def run_rm(args: argparse.Namespace) -> int:
+    """`ocrq rm JOB…`: delete jobs and their results (cancelling active ones)."""
+    code = 0
+    with Client(args.url, args.api_key) as client:
+        for job in args.jobs:
+            try:
+                client.delete(job)
+                print(f"{job}  deleted")
+            except ApiError as e:
+                code = complain("rm", f"{job}: {e}", 1)
     return code
 
 
@@ -195,9 +208,14 @@ def add_job_parsers(commands: Any, parent: argparse.ArgumentParser) -> None:
     result.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     cancel = commands.add_parser(
         "cancel", parents=[parent], formatter_class=Defaults,
-        help="cancel active jobs (delete finished ones)",
+        help="cancel active jobs (they stay, as cancelled)",
     )  # fmt: skip
     cancel.add_argument("jobs", nargs="+", metavar="JOB")
+    rm = commands.add_parser(
+        "rm", parents=[parent], formatter_class=Defaults,
+        help="delete jobs and their results (cancelling active ones)",
+    )  # fmt: skip
+    rm.add_argument("jobs", nargs="+", metavar="JOB")
     ls = commands.add_parser(
         "ls", parents=[parent], formatter_class=Defaults, help="list your recent jobs"
     )
@@ -222,6 +240,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "wait": run_wait,
     "result": run_result,
     "cancel": run_cancel,
+    "rm": run_rm,
     "ls": run_ls,
 }
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -13,12 +14,12 @@ import structlog
 from litestar import Litestar, Request, Response
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
-from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocrq.producer.auth import Authenticator
 from ocrq.producer.events import EventHub
 from ocrq.producer.metrics import ProducerMetrics
+from ocrq.producer.openapi import openapi_config, swagger_assets
 from ocrq.producer.routes import HANDLERS
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -43,12 +44,12 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
     if isinstance(exc, OcrqError):
         err = exc
     elif isinstance(exc, ValidationException):
-        err = OcrqError(ErrorCode.INVALID_REQUEST, f"{exc.detail}: {exc.extra}")
+        err = OcrqError(ErrorCode.INVALID_REQUEST, validation_message(exc))
     elif isinstance(exc, HTTPException):
         code = _STATUS_CODES.get(exc.status_code, ErrorCode.INVALID_REQUEST)
         err = OcrqError(code, exc.detail)
         if exc.status_code not in _STATUS_CODES and exc.status_code < 500:
-            return _render(err, exc.status_code)
+            return _render(err, exc.status_code, exc.headers)  # 405 keeps its Allow header
     elif isinstance(exc, REDIS_DOWN):
         err = OcrqError(ErrorCode.UNAVAILABLE, "the job store is unreachable", retry_after=5)
     elif is_oom(exc):
@@ -59,10 +60,33 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
     return _render(err, err.http_status)
 
 
-def _render(err: OcrqError, status: int) -> Response[ErrorBody]:
-    headers = {"Retry-After": str(err.retry_after)} if err.retry_after else {}
+def validation_message(exc: ValidationException) -> str:
+    """A validation failure in words: each bad parameter with what is wrong with it."""
+    problems = exc.extra if isinstance(exc.extra, list) else []
+    parts = [
+        f"{p.get('key') or 'body'}: {p.get('message', 'invalid')}"
+        for p in problems
+        if isinstance(p, dict)
+    ]
+    return "; ".join(parts) or str(exc.detail)
+
+
+def _render(
+    err: OcrqError, status: int, extra: Mapping[str, str] | None = None
+) -> Response[ErrorBody]:
+    headers = dict(extra or {})
+    if err.retry_after:
+        headers["Retry-After"] = str(err.retry_after)
     body = ErrorBody(code=err.code.value, message=err.message)
     return Response(body, status_code=status, headers=headers)
+
+
+_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")
+
+
+def safe_request_id(raw: bytes) -> str:
+    """A client's X-Request-ID when it is a plain token (it goes into logs and a header)."""
+    return raw.decode("ascii") if _REQUEST_ID.fullmatch(raw) else ""
 
 
 def access_log(level: int) -> Callable[[ASGIApp], ASGIApp]:
@@ -79,7 +103,7 @@ def access_logged(app: ASGIApp, level: int) -> ASGIApp:
             return
         structlog.contextvars.clear_contextvars()
         headers = dict(scope["headers"])
-        request_id = headers.get(b"x-request-id", b"").decode()[:64] or secrets.token_hex(8)
+        request_id = safe_request_id(headers.get(b"x-request-id", b"")) or secrets.token_hex(8)
         structlog.contextvars.bind_contextvars(request_id=request_id)
         status, started = 500, time.perf_counter()
 
@@ -141,10 +165,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
     # A person at a terminal wants the events, not a line per poll: access lines at debug.
     access_level = logging.INFO if renders_json(settings) else logging.DEBUG
     return Litestar(
-        route_handlers=HANDLERS,
+        route_handlers=[*HANDLERS, swagger_assets()],
         lifespan=[lifespan_for(settings)],
         middleware=[access_log(access_level)],
         exception_handlers={Exception: error_response},
-        openapi_config=OpenAPIConfig(title="ocrq", version="1.0.0", path="/schema"),
+        openapi_config=openapi_config(settings),
         logging_config=None,
     )

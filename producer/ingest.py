@@ -32,7 +32,26 @@ class Submission(msgspec.Struct, kw_only=True):
 def json_body_limit(max_document: int) -> int:
     """Largest JSON body that may still hold a document of max_document bytes in base64."""
     b64 = -(-max_document // 3) * 4
-    return b64 + b64 // 38 + _JSON_SLACK  # a line break every 76 characters, both CR and LF
+    # A CRLF every 76 characters, which JSON writes escaped: "\\r\\n" is 4 bytes.
+    return b64 + 4 * (b64 // 76 + 1) + _JSON_SLACK
+
+
+async def within(chunks: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    """The body's chunks, as long as the whole body arrives within ``seconds`` (else 408)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    iterator = aiter(chunks)
+    while True:
+        try:
+            async with asyncio.timeout_at(deadline):
+                chunk = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as e:
+            raise OcrqError(
+                ErrorCode.REQUEST_TIMEOUT,
+                f"the request body did not arrive within {seconds:g} s (OCRQ_BODY_TIMEOUT_S)",
+            ) from e
+        yield chunk
 
 
 def body_ceiling(content_type: str, max_document: int) -> int:
@@ -122,13 +141,51 @@ async def read_raw(
     return Submission(data=data, media_type=media_type, filename=filename, options=options)
 
 
+class FormParts:
+    """A multipart body's parts as they stream in: the ``file`` part's bytes, option fields."""
+
+    def __init__(self, max_document: int) -> None:
+        self.max_document = max_document
+        self.fields: dict[str, str] = {}
+        self.data = bytearray()
+        self.filename: str | None = None
+        self.declared: str | None = None
+        self.file_seen = False
+        self._part: MultipartSegment | None = None
+        self._value = bytearray()
+
+    def feed(self, event: MultipartSegment | bytearray | None) -> None:
+        """One parser event: a part begins, some of its bytes, or its end (None)."""
+        if isinstance(event, MultipartSegment):
+            self._begin(event)
+        elif event and self._part is not None:
+            if self._part.name == "file":
+                self.data += event
+                if len(self.data) > self.max_document:
+                    raise too_large(self.max_document)
+            else:
+                self._value += event
+        elif event is None and self._part is not None:
+            if self._part.name == "file":
+                self.filename, self.declared = self._part.filename, self._part.content_type
+            else:
+                self.fields[self._part.name] = self._value.decode("utf-8", "replace")
+            self._part = None
+
+    def _begin(self, part: MultipartSegment) -> None:
+        if part.name in self.fields or (part.name == "file" and self.file_seen):
+            raise OcrqError(
+                ErrorCode.INVALID_REQUEST, f"{part.name}: given twice (one document per request)"
+            )
+        self.file_seen = self.file_seen or part.name == "file"
+        self._part, self._value = part, bytearray()
+
+
 async def read_multipart(
     chunks: AsyncIterator[bytes], boundary: str, max_document: int
 ) -> Submission:
-    """Format 2: multipart/form-data with a ``file`` part and option fields."""
-    fields: dict[str, str] = {}
-    file_data, filename, declared = bytearray(), None, None
-    segment: MultipartSegment | None = None
+    """Format 2: multipart/form-data with one ``file`` part and option fields."""
+    parts = FormParts(max_document)
     total_limit = body_ceiling("multipart/form-data", max_document)
     received = 0
     try:
@@ -138,33 +195,18 @@ async def read_multipart(
                 if received > total_limit:
                     raise too_large(max_document)
                 for event in parser.parse(chunk):
-                    if isinstance(event, MultipartSegment):
-                        segment, value = event, bytearray()
-                    elif event and segment is not None:
-                        if segment.name == "file":
-                            file_data += event
-                            if len(file_data) > max_document:
-                                raise too_large(max_document)
-                        else:
-                            value += event
-                    elif event is None and segment is not None:
-                        if segment.name == "file":
-                            filename, declared = segment.filename, segment.content_type
-                        else:
-                            fields[segment.name] = value.decode("utf-8", "replace")
-                        segment = None
+                    parts.feed(event)
             parser.close()
     except MultipartError as e:  # malformed, or over the parser's part and header limits
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, f"body: invalid multipart/form-data ({e})"
         ) from e
-    if not file_data:
+    if not parts.data:
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, "file: a multipart submission needs a non-empty file part"
         )
-    name = fields.pop("filename", None) or filename
-    options = parse_options(fields)
-    data = bytes(file_data)
-    del file_data
-    media_type = sniffed(data, declared, name)
+    name = parts.fields.pop("filename", None) or parts.filename
+    options = parse_options(parts.fields)
+    data = bytes(parts.data)
+    media_type = sniffed(data, parts.declared, name)
     return Submission(data=data, media_type=media_type, filename=name, options=options)

@@ -8,12 +8,21 @@ from typing import Annotated, Any
 
 import msgspec
 import structlog
-from litestar import Request, Response, delete, get, post
+from litestar import Request, Response, delete, get, post, route
 from litestar.datastructures import State
+from litestar.enums import HttpMethod
+from litestar.handlers import HTTPRouteHandler
 from litestar.params import FromPath, Parameter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ocrq.producer.ingest import Submission, body_ceiling, read_json, read_multipart, read_raw
+from ocrq.producer.ingest import (
+    Submission,
+    body_ceiling,
+    read_json,
+    read_multipart,
+    read_raw,
+    within,
+)
 from ocrq.producer.jobs import iso, job_summary, job_view, new_job_id, visible
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -42,7 +51,7 @@ async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submi
     if declared_length and declared_length.isdigit():
         if int(declared_length) > body_ceiling(content_type, limit):
             raise OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
-    chunks = request.stream()
+    chunks = within(request.stream(), rt.settings.body_timeout_s)
     if content_type == "application/json":
         return await read_json(chunks, limit, rt.decode_gate)
     if content_type == "multipart/form-data":
@@ -78,6 +87,12 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant)
     sub = await read_submission(request, rt)
+    cap = rt.settings.default_max_pages
+    if sub.options.max_pages is not None and sub.options.max_pages > cap:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST,
+            f"max_pages: at most {cap} (the workers' limit, OCRQ_DEFAULT_MAX_PAGES)",
+        )
     if sub.options.profile is not None:  # a profile that cannot run is a 400 now, not later
         s = rt.settings
         check_profile(sub.options.profile, s.engine_name, s.vllm_model)
@@ -114,7 +129,7 @@ SUMMARY_FIELDS = (
     Field.PAGES_TOTAL, Field.CREATED_AT, Field.FINISHED_AT, Field.ERROR,
 )  # fmt: skip
 ListLimit = Annotated[int, Parameter(ge=1, le=100, description="Jobs per page (1-100)")]
-ListOffset = Annotated[int, Parameter(ge=0, description="Jobs to skip, newest first")]
+ListOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to skip, newest first")]
 
 
 @get("/v1/jobs", summary="The tenant's recent jobs, newest first")
@@ -193,20 +208,47 @@ class MarkdownOnly(msgspec.Struct):
     markdown: str
 
 
-@delete(
-    "/v1/jobs/{job_id:str}", status_code=200, summary="Cancel an active job, delete a finished one"
-)
+@post("/v1/jobs/{job_id:str}/cancel", status_code=200, summary="Cancel an active job")
 async def cancel_job(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
 ) -> dict[str, str]:
-    """Queued/processing → cancelled (the worker skips or stops it); terminal → deleted."""
+    """Queued or processing → cancelled (its worker stops it); the job and its error stay."""
     rt = runtime_of(state)
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
     outcome = await rt.store.cancel(job_id, tenant)
     if outcome == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
+    if outcome != Status.CANCELLED:
+        raise OcrqError(ErrorCode.CONFLICT, f"job {job_id} is {outcome}: nothing to cancel")
     return {"id": job_id, "status": outcome}
+
+
+@delete("/v1/jobs/{job_id:str}", status_code=200, summary="Delete a job (cancelling it)")
+async def delete_job(
+    request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
+) -> dict[str, str]:
+    """Delete the job and its result; an active job is cancelled first. Then 404."""
+    rt = runtime_of(state)
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    if await rt.store.cancel(job_id, tenant, delete=True) == "missing":
+        raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
+    return {"id": job_id, "status": "deleted"}
+
+
+def allow_options(path: str) -> HTTPRouteHandler:
+    """OPTIONS for a path served by several handlers: Allow lists every method they serve.
+
+    Litestar's own OPTIONS handler lists only the first handler's methods; registered
+    first, this one takes its place.
+    """
+
+    async def options(request: Request[Any, Any, Any]) -> Response[None]:
+        methods = request.app.route_handler_method_map.get(path, {})
+        return Response(None, status_code=204, headers={"Allow": ", ".join(sorted(methods))})
+
+    return route(path, http_method=[HttpMethod.OPTIONS], include_in_schema=False)(options)
 
 
 @get("/healthz", summary="Liveness", include_in_schema=True)
@@ -224,8 +266,11 @@ async def readyz(state: State) -> Response[dict[str, str]]:
             await rt.store.redis.ping()
             if not await rt.store.groups_exist():
                 await rt.store.ensure_groups()  # Redis lost its data: recreate at id 0
-    except Exception as e:
-        return Response({"status": "unavailable", "error": str(e)[:200]}, status_code=503)
+    except Exception as e:  # the details go to the log, not to whoever asks
+        log.warning("not_ready", error=str(e)[:200])
+        return Response(
+            {"status": "unavailable", "error": "the job store is unreachable"}, status_code=503
+        )
     return Response({"status": "ready"})
 
 
@@ -247,4 +292,7 @@ async def metrics(state: State) -> Response[bytes]:
     return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-HANDLERS = [submit_job, list_jobs, get_job, get_result, cancel_job, healthz, readyz, metrics]
+HANDLERS = [
+    allow_options("/v1/jobs"), allow_options("/v1/jobs/{job_id:str}"),
+    submit_job, list_jobs, get_job, get_result, cancel_job, delete_job, healthz, readyz, metrics,
+]  # fmt: skip

@@ -13,6 +13,7 @@ class ErrorCode(StrEnum):
     INVALID_BASE64 = "invalid_base64"
     UNAUTHORIZED = "unauthorized"
     NOT_FOUND = "not_found"
+    REQUEST_TIMEOUT = "request_timeout"
     CONFLICT = "conflict"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
@@ -35,6 +36,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_BASE64: 400,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,

@@ -53,7 +53,7 @@ class JobOptions(Inbound):
 class SubmitBody(Inbound):
     """JSON submission: a base64 (or data-URI) document plus options."""
 
-    document: str
+    document: Annotated[str, msgspec.Meta(min_length=1)]
     filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
     options: JobOptions = msgspec.field(default_factory=JobOptions)
 

@@ -29,6 +29,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 8000
     max_document_bytes: int = 10 * 1024 * 1024
+    # A request body must arrive within this (10 MB at >= 90 kB/s); headers within 10 s
+    # (producer/server.py). A trickling client cannot hold a connection for ever.
+    body_timeout_s: float = 120.0
     api_keys: str = ""  # "tenant:key,tenant:key"; empty = open API
     max_backlog: int = 10_000  # per lane: XLEN, entries waiting plus entries in flight
     result_ttl_s: int = 7 * 24 * 3600

@@ -142,11 +142,14 @@ class JobStore:
         value = await self.redis.hget(self.keys.job(job_id), Field.STATUS)
         return None if value is None else text(value)
 
-    async def cancel(self, job_id: str, tenant: str) -> str:
-        """Cancel an active job or delete a terminal one: 'cancelled' | 'deleted' | 'missing'."""
+    async def cancel(self, job_id: str, tenant: str, *, delete: bool = False) -> str:
+        """Cancel an active job ('cancelled', or the status of one that had ended), or
+        delete a job, cancelling it first when active ('deleted'); 'missing' when not found.
+        """
         err = error_json(ErrorCode.CANCELLED, "cancelled by the client")
         argv: list[ScriptArg] = [
-            tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id
+            tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id,
+            "delete" if delete else "cancel",
         ]  # fmt: skip
         keys = [self.keys.job(job_id), self.keys.tenant_jobs(tenant)]
         return text(await self._run("cancel", keys, argv))

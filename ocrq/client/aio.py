@@ -109,8 +109,12 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         return (await self._send_for_result(job, calls.result(job, markdown=True))).text
 
     async def cancel(self, job: JobRef) -> str:
-        """Cancel an active job or delete a finished one; the new status."""
+        """Cancel an active job: "cancelled"; Conflict when it had already ended."""
         return calls.new_status(await self._send(calls.cancel(job)))
+
+    async def delete(self, job: JobRef) -> None:
+        """Delete a job and its result (cancelling it when active); then it is NotFound."""
+        await self._send(calls.delete(job))
 
     async def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
         """A page of your recent jobs, newest first (``next_offset`` for the next page)."""

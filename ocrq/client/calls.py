@@ -74,7 +74,12 @@ def list_jobs(limit: int, offset: int) -> Call:
 
 
 def cancel(job: JobRef) -> Call:
-    """Cancel an active job or delete a finished one."""
+    """Cancel an active job (it stays, as cancelled)."""
+    return Call("POST", job_path(job, "/cancel"))
+
+
+def delete(job: JobRef) -> Call:
+    """Delete a job and its result (an active job is cancelled first)."""
     return Call("DELETE", job_path(job))
 
 

@@ -92,8 +92,12 @@ class Client(ClientBase[httpx.Client]):
         return self._send_for_result(job, calls.result(job, markdown=True)).text
 
     def cancel(self, job: JobRef) -> str:
-        """Cancel an active job or delete a finished one; the new status."""
+        """Cancel an active job: "cancelled"; Conflict when it had already ended."""
         return calls.new_status(self._send(calls.cancel(job)))
+
+    def delete(self, job: JobRef) -> None:
+        """Delete a job and its result (cancelling it when active); then it is NotFound."""
+        self._send(calls.delete(job))
 
     def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
         """A page of your recent jobs, newest first (``next_offset`` for the next page)."""

@@ -149,7 +149,7 @@ def test_a_pdf_over_max_pages_fails_before_rendering(stack: Stack) -> None:
 @pytest.mark.smoke
 def test_a_job_cancelled_while_queued_is_skipped(stack: Stack) -> None:
     job_id = stack.submit(png(100, 100))
-    assert httpx.delete(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    assert httpx.post(f"{stack.api}/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
     worker = stack.start_worker()
     later = stack.wait(stack.submit(png(120, 100)))  # processed after the skipped one
     assert later["status"] == "done"
@@ -164,7 +164,7 @@ def test_a_job_cancelled_while_processing_stops(stack: Stack) -> None:
     stack.start_worker()
     job_id = stack.submit(sized_pdf(SIZES[:4]), dpi=72)
     wait_for_status(stack, job_id, "processing")
-    assert httpx.delete(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    assert httpx.post(f"{stack.api}/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
     time.sleep(2.0)  # the worker notices within its heartbeat and lets go
     assert stack.wait(job_id)["status"] == "cancelled"
     stack.assert_clean()

@@ -53,7 +53,7 @@ def options_without_help(help_text: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "command",
-    ["submit", "status", "wait", "result", "cancel", "ls", "producer", "up", "worker",
+    ["submit", "status", "wait", "result", "cancel", "rm", "ls", "producer", "up", "worker",
      "k8s keda", "k8s sizing"],
 )  # fmt: skip
 def test_every_option_has_help(command: str) -> None:

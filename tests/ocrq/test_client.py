@@ -92,7 +92,8 @@ def test_a_document_over_the_limit_raises_payload_too_large(api_url: str, tmp_pa
 
 def test_an_unknown_job_raises_not_found_everywhere(api_url: str) -> None:
     with Client(api_url) as client:
-        for call in (client.status, client.result, client.markdown, client.cancel, client.wait):
+        calls = (client.status, client.result, client.markdown, client.cancel, client.delete)
+        for call in (*calls, client.wait):
             with pytest.raises(NotFound) as caught:
                 call("no-such-job")
             assert caught.value.code is ErrorCode.NOT_FOUND and caught.value.status == 404

@@ -239,7 +239,7 @@ def test_json_results_and_the_result_command_return_the_finished_job(
 
 
 @pytest.mark.slow
-def test_wait_cancel_and_ls_act_on_jobs_by_id(
+def test_wait_cancel_rm_and_ls_act_on_jobs_by_id(
     stack: Stack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with Client(stack.api) as client:
@@ -257,3 +257,6 @@ def test_wait_cancel_and_ls_act_on_jobs_by_id(
     assert [line.split()[0] for line in listed] == [second.id, first.id]
     assert main(["cancel", "no-such-job", "--url", stack.api]) == 1
     assert "not_found" in capsys.readouterr().err
+    assert main(["rm", first.id, "--url", stack.api]) == 0
+    assert capsys.readouterr().out == f"{first.id}  deleted\n"
+    assert main(["status", first.id, "--url", stack.api]) == 1

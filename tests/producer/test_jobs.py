@@ -74,11 +74,11 @@ def test_result_of_a_pending_job_is_409_with_retry_after(api: TestClient[Any]) -
 
 
 @pytest.mark.smoke
-def test_delete_cancels_a_queued_job_and_drops_its_payload(
+def test_cancel_stops_a_queued_job_and_drops_its_payload(
     api: TestClient[Any], sync_redis: redis.Redis
 ) -> None:
     job_id = submit(api)
-    r = api.delete(f"/v1/jobs/{job_id}")
+    r = api.post(f"/v1/jobs/{job_id}/cancel")
     assert r.status_code == 200 and r.json() == {"id": job_id, "status": "cancelled"}
     view = api.get(f"/v1/jobs/{job_id}").json()
     assert view["status"] == "cancelled" and view["error"]["code"] == "cancelled"
@@ -98,8 +98,33 @@ async def test_delete_of_a_finished_job_deletes_it(api: TestClient[Any], store: 
 async def test_a_processing_job_can_be_cancelled(api: TestClient[Any], store: JobStore) -> None:
     job_id = submit(api)
     await take(store)
-    assert api.delete(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+    assert api.post(f"/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
     assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+
+
+async def test_cancelling_a_finished_job_is_a_conflict(
+    api: TestClient[Any], store: JobStore
+) -> None:
+    job_id = submit(api)
+    await finish_done(store)
+    r = api.post(f"/v1/jobs/{job_id}/cancel")
+    assert r.status_code == 409 and "is done" in r.json()["message"]
+    assert api.get(f"/v1/jobs/{job_id}").json()["status"] == "done"
+
+
+async def test_deleting_an_active_job_cancels_it_then_it_is_gone(
+    api: TestClient[Any], store: JobStore, sync_redis: redis.Redis
+) -> None:
+    job_id = submit(api)
+    await take(store)
+    assert api.delete(f"/v1/jobs/{job_id}").json() == {"id": job_id, "status": "deleted"}
+    assert api.get(f"/v1/jobs/{job_id}").status_code == 404
+    assert not sync_redis.exists(f"ocrq:job:{job_id}")
+
+
+def test_options_lists_every_method_of_a_path(api: TestClient[Any]) -> None:
+    assert api.options("/v1/jobs/x").headers["allow"] == "DELETE, GET, OPTIONS"
+    assert api.options("/v1/jobs").headers["allow"] == "GET, OPTIONS, POST"
 
 
 # --- idempotency and backpressure --------------------------------------------------------

@@ -132,7 +132,7 @@ async def test_idempotent_enqueue_returns_the_first_job_until_it_is_deleted(
     [(job_id, entry)] = await deliver(store, "w1")
     await store.claim(job_id, LANE, entry, "w1")
     await store.finish(job_id, LANE, entry, "w1", done())
-    assert await store.cancel("a", "t") == "deleted"
+    assert await store.cancel("a", "t", delete=True) == "deleted"
     assert await enqueue(store, "c", idem)  # the key no longer names a live job
 
 

@@ -1,0 +1,182 @@
+"""The OpenAPI document, made to tell the truth about what the routes accept and answer.
+
+Litestar derives most of the document from the handlers, but the submit route reads its
+body itself (three formats), and every error is ocrq's ``{code, message}``, not Litestar's
+own. ``document_api`` completes the generated document once, at start-up; Swagger UI is
+served from the producer (``swagger-ui-bundle``), so the docs work with no network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import swagger_ui_bundle
+from litestar import Request, Router
+from litestar.openapi import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
+from litestar.static_files import create_static_files_router
+
+from ocrq.shared.errors import HTTP_STATUS, ErrorCode
+from ocrq.shared.profiles import PROFILES
+from ocrq.shared.schemas import ErrorBody, JobOptions, SubmitBody
+from ocrq.shared.settings import Settings
+
+ASSETS = "/schema/assets"
+ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
+RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
+
+# Every status each route can answer besides its success, as the code can raise them.
+ROUTE_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
+    ("post", "/v1/jobs"): (400, 401, 408, 413, 415, 503),
+    ("get", "/v1/jobs"): (400, 401, 503),
+    ("get", "/v1/jobs/{job_id}"): (400, 401, 404, 503),
+    ("get", "/v1/jobs/{job_id}/result"): (401, 404, 409, 503),
+    ("post", "/v1/jobs/{job_id}/cancel"): (401, 404, 409, 503),
+    ("delete", "/v1/jobs/{job_id}"): (401, 404, 503),
+}
+AUTHENTICATED = frozenset(ROUTE_ERRORS)
+
+
+class TruthfulJson(JsonRenderPlugin):
+    """/schema/openapi.json: Litestar's document, completed by ``document_api`` once."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings
+        self._completed: set[int] = set()
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        """The JSON of the completed document."""
+        if id(openapi_schema) not in self._completed:  # Litestar builds the dict once
+            document_api(openapi_schema, self.settings)
+            self._completed.add(id(openapi_schema))
+        return super().render(request, openapi_schema)
+
+
+def openapi_config(settings: Settings) -> OpenAPIConfig:
+    """The OpenAPI config: JSON at /schema/openapi.json, Swagger UI at /schema/swagger."""
+    return OpenAPIConfig(
+        title="ocrq",
+        version="1.0.0",
+        path="/schema",
+        render_plugins=[
+            TruthfulJson(settings),
+            SwaggerRenderPlugin(
+                js_url=f"{ASSETS}/swagger-ui-bundle.js",
+                css_url=f"{ASSETS}/swagger-ui.css",
+                standalone_preset_js_url=f"{ASSETS}/swagger-ui-standalone-preset.js",
+                favicon=f"<link rel='icon' type='image/png' href='{ASSETS}/favicon-32x32.png'>",
+            ),
+        ],
+    )
+
+
+def swagger_assets() -> Router:
+    """Swagger UI's files, from the package that ships them."""
+    return create_static_files_router(
+        path=ASSETS,
+        directories=[Path(swagger_ui_bundle.swagger_ui_path)],
+        include_in_schema=False,
+    )
+
+
+def document_api(schema: dict[str, Any], settings: Settings) -> None:
+    """Complete Litestar's document in place: bodies, error responses, security."""
+    components = schema.setdefault("components", {})
+    definitions = components.setdefault("schemas", {})
+    (_, ours) = msgspec.json.schema_components(
+        [SubmitBody, ErrorBody], ref_template="#/components/schemas/{name}"
+    )
+    definitions.update(ours)
+    paths = schema.get("paths", {})
+    submit = paths["/v1/jobs"]["post"]
+    submit["requestBody"] = submit_body()
+    submit["parameters"] = raw_query_parameters() + submit.get("parameters", [])
+    limits = option_limits(settings)
+    definitions["JobOptions"]["properties"].update(limits)
+    for parameter in submit["parameters"]:
+        parameter["schema"] = limits.get(parameter["name"], parameter["schema"])
+    for parameter in paths["/v1/jobs/{job_id}"]["get"].get("parameters", []):
+        if parameter["name"] == "wait":
+            parameter["schema"]["maximum"] = settings.max_wait_s
+    for (method, path), statuses in ROUTE_ERRORS.items():
+        operation = paths[path][method]
+        responses = operation.setdefault("responses", {})
+        for status in statuses:
+            responses[str(status)] = error_response(status)
+        if settings.api_keys:
+            operation["security"] = [{"bearer": []}, {"apiKey": []}]
+    accepted = paths["/v1/jobs"]["post"]["responses"]
+    accepted["200"] = {**accepted["202"], "description": "an Idempotency-Key replayed"}
+    markdown = {"schema": {"type": "string"}}
+    paths["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]["content"]["text/markdown"] = (
+        markdown
+    )
+    if settings.api_keys:
+        components["securitySchemes"] = {
+            "bearer": {"type": "http", "scheme": "bearer"},
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+        }
+
+
+def error_response(status: int) -> dict[str, Any]:
+    """One error status: the codes it carries, the {code, message} body."""
+    codes = [c.value for c, s in HTTP_STATUS.items() if s == status]
+    if status == 405:
+        codes = [ErrorCode.INVALID_REQUEST.value]
+    response: dict[str, Any] = {
+        "description": " | ".join(codes),
+        "content": {"application/json": {"schema": ERROR_REF}},
+    }
+    if status == 503:
+        response["headers"] = RETRY_AFTER
+    return response
+
+
+def option_limits(settings: Settings) -> dict[str, Any]:
+    """Option schemas that depend on this deployment: its page cap, the profiles it runs."""
+    runnable = [
+        name for name, profile in sorted(PROFILES.items())
+        if settings.engine_name == "vllm"
+        and (settings.vllm_model in profile.models or not any(
+            settings.vllm_model in p.models for p in PROFILES.values()))
+    ]  # fmt: skip
+    profile: dict[str, Any] = {"type": "null"}
+    if runnable:
+        profile = {"anyOf": [{"enum": runnable}, {"type": "null"}]}
+    pages = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": settings.default_max_pages},
+                       {"type": "null"}]}  # fmt: skip
+    return {"profile": profile, "max_pages": pages}
+
+
+def raw_query_parameters() -> list[dict[str, Any]]:
+    """Options of a raw upload, which come as query parameters (and Idempotency-Key)."""
+    options = msgspec.json.schema(JobOptions)["$defs"]["JobOptions"]["properties"]
+    query = [{"name": "filename", "in": "query", "schema": {"type": "string", "maxLength": 255}}]
+    query += [{"name": name, "in": "query", "schema": spec} for name, spec in options.items()]
+    header = {"type": "string", "minLength": 1, "maxLength": 200}
+    return [*query, {"name": "Idempotency-Key", "in": "header", "schema": header}]
+
+
+def submit_body() -> dict[str, Any]:
+    """POST /v1/jobs's three formats: JSON with base64, multipart, or the document itself."""
+    options = msgspec.json.schema(JobOptions)["$defs"]["JobOptions"]["properties"]
+    form = {"file": {"type": "string", "format": "binary"}, "filename": {"type": "string"}}
+    form.update({name: {"type": "string"} for name in options})
+    raw = {"schema": {"type": "string", "format": "binary"}}
+    return {
+        "required": True,
+        "description": "The document as JSON (base64), as a multipart `file` part, or as the "
+        "body itself (options then go in the query). Its type comes from its bytes.",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/SubmitBody"}},
+            "multipart/form-data": {
+                "schema": {"type": "object", "required": ["file"], "properties": form}
+            },
+            "application/pdf": raw,
+            "image/*": raw,
+            "application/octet-stream": raw,
+        },
+    }

@@ -1,0 +1,101 @@
+"""Edges of ingest: hostile headers, duplicated parts, CRLF base64 at the limit, slow clients."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import time
+from typing import Any
+
+import pytest
+from litestar.testing import TestClient
+from payloads import small_pdf
+from stack import start_producer, stop
+
+from ocrq.shared.settings import Settings
+
+PDF = {"content-type": "application/pdf"}
+
+
+def test_a_non_utf8_request_id_is_replaced_not_a_500(api: TestClient[Any]) -> None:
+    r = api.get("/healthz", headers=[(b"x-request-id", b"\xff\xfe bad")])
+    assert r.status_code == 200
+    assert r.headers["x-request-id"] != "" and "\ufffd" not in r.headers["x-request-id"]
+
+
+def test_a_plain_request_id_is_echoed(api: TestClient[Any]) -> None:
+    assert api.get("/healthz", headers={"x-request-id": "abc-123"}).headers["x-request-id"] == (
+        "abc-123"
+    )
+
+
+def test_two_file_parts_are_refused_not_joined(api: TestClient[Any]) -> None:
+    files = [("file", ("a.pdf", small_pdf(), "application/pdf"))] * 2
+    r = api.post("/v1/jobs", files=files)
+    assert r.status_code == 400 and "given twice" in r.json()["message"]
+
+
+def test_crlf_wrapped_base64_of_a_document_at_the_limit_is_accepted(
+    api: TestClient[Any], settings: Settings
+) -> None:
+    limit = settings.max_document_bytes  # 10 MB: JSON's escaped CRLFs add 736 kB
+    pdf = small_pdf()
+    document = pdf + b"%" * (limit - len(pdf))  # exactly at the limit; trailing comment bytes
+    wrapped = base64.encodebytes(document).decode().replace("\n", "\r\n")
+    r = api.post("/v1/jobs", json={"document": wrapped})
+    assert r.status_code == 202, r.text[:300]
+
+
+def test_max_pages_above_the_workers_limit_is_400(make_client: Any) -> None:
+    api = make_client(default_max_pages=200)
+    r = api.post("/v1/jobs?max_pages=500", content=small_pdf(), headers=PDF)
+    assert r.status_code == 400 and "at most 200" in r.json()["message"]
+    assert api.post("/v1/jobs?max_pages=200", content=small_pdf(), headers=PDF).status_code == 202
+
+
+def test_a_bad_query_value_is_explained_without_python_reprs(api: TestClient[Any]) -> None:
+    r = api.get("/v1/jobs/x?wait=soon")
+    message = r.json()["message"]
+    assert r.status_code == 400 and message.startswith("wait:")
+    assert "<" not in message and "ParamType" not in message
+
+
+def test_a_wrong_method_is_405_with_allow(api: TestClient[Any]) -> None:
+    r = api.put("/v1/jobs")
+    assert r.status_code == 405 and "POST" in r.headers["allow"]
+    assert r.json()["code"] == "invalid_request"
+
+
+def test_readyz_does_not_show_the_redis_error_text(make_client: Any) -> None:
+    api = make_client(redis_url="redis://127.0.0.1:1/0", redis_connect_timeout_s=0.3)
+    body = api.get("/readyz").json()
+    assert body == {"status": "unavailable", "error": "the job store is unreachable"}
+
+
+def raw_request(url: str, head: bytes, body: bytes = b"") -> tuple[bytes, float]:
+    """Send a request by hand, then stall; what the server answered, and when."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(head + body)
+        started = time.monotonic()
+        answer = s.recv(4096)
+        return answer, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_a_trickling_body_is_cut_off_with_408(settings: Settings) -> None:
+    proc, url = start_producer(settings.redis_url, body_timeout_s="1")
+    try:
+        head = b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-type: application/pdf\r\n"
+        answer, waited = raw_request(url, head + b"content-length: 1000\r\n\r\n", b"%PDF-1.4")
+        assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
+        assert waited < 10
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_headers_that_never_end_are_cut_off_with_408(live_producer: str) -> None:
+    answer, waited = raw_request(live_producer, b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-a: ")
+    assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
+    assert 9 < waited < 20  # HEADER_TIMEOUT_S is 10 s
