@@ -176,7 +176,12 @@ def image_pages(image: Image.Image) -> int:
 
     The frames of an animated WebP are an animation, not pages: only the first is read.
     """
-    return int(getattr(image, "n_frames", 1)) if image.format == "TIFF" else 1
+    if image.format != "TIFF":
+        return 1
+    try:
+        return int(getattr(image, "n_frames", 1))  # walks every frame's header
+    except Exception as e:  # a cut or damaged TIFF: Pillow raises many types here
+        raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the TIFF's pages cannot be read") from e
 
 
 def _scaled_size(width: int, height: int, max_side: int) -> tuple[int, int]:

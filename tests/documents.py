@@ -103,10 +103,26 @@ def truncated_pdf() -> bytes:
 
 def zero_page_pdf() -> bytes:
     """A syntactically valid PDF with an empty page tree, written by hand with a correct xref."""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [] /Count 0 >>",
-    ]
+    return hand_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"])
+
+
+PAGE = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 300] >>"
+
+
+def cyclic_pdf() -> bytes:
+    """A page tree whose node lists itself among its kids."""
+    pages = b"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>"
+    return hand_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", pages, PAGE])
+
+
+def lying_count_pdf() -> bytes:
+    """A page tree that claims 100000 pages and holds one."""
+    pages = b"<< /Type /Pages /Kids [3 0 R] /Count 100000 >>"
+    return hand_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", pages, PAGE])
+
+
+def hand_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of these object bodies (numbered from 1, object 1 the catalog), with its xref."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

@@ -88,6 +88,11 @@ class Stack:
         job_id: str = r.json()["id"]
         return job_id
 
+    def status(self, job_id: str) -> str:
+        """The job's status as a poll shows it."""
+        status: str = httpx.get(f"{self.api}/v1/jobs/{job_id}", timeout=30).json()["status"]
+        return status
+
     def wait(self, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
         """Long-poll until the job is terminal."""
         deadline = time.monotonic() + timeout_s

@@ -3,7 +3,7 @@
 A block is marked with the info string ``sh runnable`` or ``python runnable``. The test
 runs them in README order in a folder holding the files the examples name (scan.pdf,
 page.png, report.pdf, scans/); ``localhost:8000`` becomes the test producer's address and
-``JOB_ID`` a job that has just finished.
+``JOB_ID`` a job that has just finished (or, in a block that cancels, one still running).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,14 @@ def sample_files(folder: Path) -> None:
     (folder / "page.png").write_bytes(png(200, 120))
     (folder / "scans" / "a.pdf").write_bytes(sized_pdf([(250, 250)]))
     (folder / "scans" / "sub" / "b.png").write_bytes(png(150, 90))
+
+
+def wait_processing(stack: Stack, job_id: str) -> None:
+    """Until a worker holds the job (the fake engine is slow: it stays there)."""
+    deadline = time.monotonic() + 30
+    while stack.status(job_id) != "processing":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
 
 
 def test_the_readme_has_runnable_examples_of_each_kind() -> None:
@@ -64,8 +73,13 @@ def test_every_runnable_readme_example_works_on_a_live_stack(stack: Stack, tmp_p
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OCRQ_URL": stack.api}
     env.pop("OCRQ_API_KEY", None)
     for language, code in runnable_blocks():
+        cancels = "cancel" in code
+        stack.fake.configure(latency_s=30.0 if cancels else 0.0)
         job_id = stack.submit(png(120, 80))
-        stack.wait(job_id)
+        if cancels:
+            wait_processing(stack, job_id)
+        else:
+            stack.wait(job_id)
         code = code.replace("JOB_ID", job_id)
         code = code.replace("http://127.0.0.1:8000", stack.api).replace("localhost:8000", address)
         out = run_block(language, code, folder, env)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 _CALL = re.compile(r"redis\.call\(\s*'(\w+)'\s*,")
 _STRING = re.compile(r"'([^']*)'")
-_COMPARED = re.compile(r"[=~]=\s*'([^']*)'")
+# A job's status is read into `status` or `v[1]` (HMGET) before it is compared.
+_COMPARED = re.compile(r"(?:\bstatus|\bv\[1\])\s*[=~]=\s*'([^']*)'")
 _EVENT_CALL = re.compile(r"\bevent\(([^()]*(?:\([^()]*\)[^()]*)*)\)")
 _HASH_NAME_ONLY = {"HGET", "HMGET", "HDEL", "HINCRBY", "HEXISTS"}
 

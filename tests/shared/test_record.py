@@ -47,7 +47,8 @@ def test_the_reader_catches_an_undeclared_field_and_status() -> None:
     bad = read_script(
         "local job = KEYS[1]\n"
         "redis.call('HSET', job, 'stauts', 'finished', 'worker', ARGV[1])\n"
-        "if redis.call('HGET', job, 'colour') == 'queud' then return 1 end\n"
+        "local status = redis.call('HGET', job, 'colour')\n"
+        "if status == 'queud' then return 1 end\n"
     )
     assert bad.fields - FIELDS == {"stauts", "colour"}
     assert bad.statuses - STATUSES == {"queud"}
