@@ -80,10 +80,14 @@ def test_jobs_survive_workers_sigkilled_at_random(stack: Stack) -> None:
         victim.wait(10)
         kills += 1
         alive.append(stack.start_worker(**FAST_RECLAIM))
+    attempts = Counter(int(r.hget(f"ocrq:job:{j}", "attempts") or 0) for j in jobs)
     r.close()
     assert kills >= 3
     assert_each_done_once_with_its_content(stack, jobs, timeout_s=120)
     stack.assert_clean()
+    print(
+        f"chaos: {len(jobs)} jobs, {kills} workers SIGKILLed, attempts {sorted(attempts.items())}"
+    )
 
 
 @pytest.mark.slow
@@ -123,6 +127,7 @@ def test_every_accepted_job_survives_a_redis_sigkill_under_load(
         for job_id in accepted:
             assert stack.wait(job_id, timeout_s=120)["status"] == "done", job_id
         stack.assert_clean()
+        print(f"durability: {len(accepted)} accepted around a Redis SIGKILL, all done")
     finally:
         revived.stop()
 
