@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from ocrq.shared.record import ENTRY_JOB_ID, text
+from ocrq.shared.record import ENTRY_BATCH, ENTRY_JOB_ID, text
 
 
 class Delivery(msgspec.Struct, frozen=True):
@@ -16,6 +16,7 @@ class Delivery(msgspec.Struct, frozen=True):
     entry: str
     job_id: str  # "" for an entry that names no job (dropped, never redelivered)
     deliveries: int = 1
+    batch: str = ""  # the job's batch, from the entry ("" for none)
 
 
 def parse_entries(reply: Any) -> list[Delivery]:
@@ -24,6 +25,10 @@ def parse_entries(reply: Any) -> list[Delivery]:
     for stream, entries in reply or []:
         lane = text(stream).rsplit(":", 1)[-1]
         for entry_id, fields in entries:
-            job_id = (fields or {}).get(ENTRY_JOB_ID.encode(), b"")
-            out.append(Delivery(lane=lane, entry=text(entry_id), job_id=text(job_id)))
+            fields = fields or {}
+            job_id = fields.get(ENTRY_JOB_ID.encode(), b"")
+            batch = fields.get(ENTRY_BATCH.encode(), b"")
+            out.append(
+                Delivery(lane=lane, entry=text(entry_id), job_id=text(job_id), batch=text(batch))
+            )
     return out

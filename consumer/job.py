@@ -52,7 +52,9 @@ class JobRunner:
     async def _process(self, d: Delivery) -> None:
         if d.deliveries > self.settings.max_deliveries:
             await through_outages(
-                lambda: self.store.poison(d.job_id, d.lane, d.entry, self.me, d.deliveries),
+                lambda: self.store.poison(
+                    d.job_id, d.lane, d.entry, self.me, d.deliveries, d.batch
+                ),
                 "poison",
             )
             self.metrics.jobs.labels("poisoned").inc()
@@ -90,7 +92,8 @@ class JobRunner:
             err = OcrqError(ErrorCode.INTERNAL, f"worker error: {type(e).__name__}")
             outcome, summary = Outcome.failed(err, tally.pages_done), {"code": err.code.value}
         written = await through_outages(
-            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, outcome), "finish"
+            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, outcome, d.batch),
+            "finish",
         )
         status = outcome.status if written else "lost"
         self.metrics.jobs.labels(status).inc()
@@ -101,7 +104,7 @@ class JobRunner:
         """The job is no longer ours: FINISH only ACKs an entry still held, writes nothing."""
         lost = Outcome.failed(OcrqError(ErrorCode.CANCELLED, reason))
         await through_outages(
-            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, lost), "let go"
+            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, lost, d.batch), "let go"
         )
         self.metrics.jobs.labels("abandoned").inc()
         log.info("job", outcome="abandoned", reason=reason)

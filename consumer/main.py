@@ -22,6 +22,7 @@ from ocrq.consumer.metrics import HealthServer, WorkerMetrics
 from ocrq.consumer.pages import PageReader
 from ocrq.consumer.pool import RecyclingPool
 from ocrq.consumer.raster import Rasteriser
+from ocrq.consumer.webhooks import WebhookSender
 from ocrq.consumer.worker import Worker
 from ocrq.consumer.workspace import claim_worker_folder, stack_root, sweep_stale
 from ocrq.shared.lifeline import anchor_helpers, die_with_parent
@@ -98,7 +99,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         )  # fmt: skip
         runner = JobRunner(settings, store, reader, metrics, me, workspace)
         log.info("worker_started", engine=engine.name, model=engine.model, shm=str(workspace))
+        hooks = WebhookSender(settings, store, http, me)
+        sending = asyncio.create_task(hooks.run(stop), name="webhooks")
         await Worker(settings, store, runner, metrics).run(stop, burst=burst)
+        stop.set()  # burst mode ends the loop without a signal: stop the sender too
+        await sending
     finally:
         await health.stop()
         await circuit.aclose()

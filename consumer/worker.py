@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 from redis.exceptions import RedisError, ResponseError
 
@@ -38,6 +39,7 @@ class Worker:
         self._next_reclaim = 0.0
         self._cursors = dict.fromkeys(store.keys.lanes, "0-0")  # XAUTOCLAIM, per lane
         self._resume = True  # take back our own pending entries at start
+        self._interactive_streak = 0  # reads served by `interactive` since `batch` last was
 
     async def run(self, stop: asyncio.Event, *, burst: bool = False) -> None:
         """Read and dispatch until stop is set, then drain in-flight jobs within the grace.
@@ -143,8 +145,19 @@ class Worker:
                 break
         return got
 
+    def lane_order(self) -> tuple[str, ...]:
+        """Interactive first, except that every OCRQ_BATCH_SHARE-th read tries batch first.
+
+        So a steady interactive stream cannot starve batch jobs, while an interactive job
+        that arrives behind a long batch still goes first (the streak is then zero).
+        """
+        lanes = self.store.keys.lanes
+        if self._interactive_streak >= max(1, self.settings.batch_share) - 1:
+            return tuple(reversed(lanes))
+        return lanes
+
     async def read(self, count: int, block_ms: int) -> list[Delivery]:
-        """Up to count new entries, interactive lane first; BLOCK at most block_ms (≥1).
+        """Up to count new entries, in lane_order; BLOCK at most block_ms (≥1).
 
         Each lane is read on its own while any has entries, so one read never returns more
         than ``count``. Only the blocking read names every lane, and Redis serves a blocked
@@ -152,9 +165,11 @@ class Worker:
         in between, the extra ones are held for the next turn (they are pending to us).
         """
         keys, redis = self.store.keys, self.store.redis
-        for lane in keys.lanes:
+        for lane in self.lane_order():
             reply = await redis.xreadgroup(keys.group, self.me, {keys.stream(lane): ">"}, count)
             if got := parse_entries(reply):
+                first = lane == keys.lanes[0]
+                self._interactive_streak = self._interactive_streak + 1 if first else 0
                 return got
         every: dict[Any, Any] = {keys.stream(lane): ">" for lane in keys.lanes}
         reply = await redis.xreadgroup(keys.group, self.me, every, count, block=max(1, block_ms))
@@ -192,10 +207,8 @@ class Worker:
             pending = await self.store.own_pending(lane, self.me, 10 * self.settings.max_jobs)
             for entry, delivered in pending:
                 if entry not in running:
-                    job_id = await self.store.entry_job(lane, entry)
-                    out.append(
-                        Delivery(lane=lane, entry=entry, job_id=job_id, deliveries=delivered)
-                    )
+                    job_id, batch = await self.store.entry_job(lane, entry)
+                    out.append(Delivery(lane, entry, job_id, delivered, batch))
         if out:
             log.warning("resumed_own_entries", count=len(out), jobs=[d.job_id for d in out])
         return out
@@ -205,7 +218,7 @@ class Worker:
             stream, self.store.keys.group, min=d.entry, max=d.entry, count=1
         )
         count = int(pending[0]["times_delivered"]) if pending else 1
-        return Delivery(lane=d.lane, entry=d.entry, job_id=d.job_id, deliveries=count)
+        return msgspec.structs.replace(d, deliveries=count)
 
     async def drain(self) -> None:
         """Let in-flight jobs finish within the grace; hand the rest (and held ones) back."""

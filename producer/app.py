@@ -17,11 +17,15 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocrq.producer.auth import Authenticator
+from ocrq.producer.batch_results import batch_results
+from ocrq.producer.batch_routes import BATCH_HANDLERS
 from ocrq.producer.events import EventHub
+from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
 from ocrq.producer.routes import HANDLERS
 from ocrq.producer.runtime import Runtime
+from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.logging import configure_logging, renders_json
 from ocrq.shared.schemas import ErrorBody
@@ -148,7 +152,9 @@ def lifespan_for(settings: Settings) -> Any:
             log.warning("redis_unreachable_at_start", error=str(e))
         events = EventHub(redis, store.keys.events)
         await events.start()
-        app.state.runtime = Runtime(settings, store, events, auth, ProducerMetrics())
+        app.state.runtime = Runtime(
+            settings, store, events, auth, ProducerMetrics(), BatchStore(store)
+        )
         try:
             yield
         finally:
@@ -165,7 +171,13 @@ def create_app(settings: Settings | None = None) -> Litestar:
     # A person at a terminal wants the events, not a line per poll: access lines at debug.
     access_level = logging.INFO if renders_json(settings) else logging.DEBUG
     return Litestar(
-        route_handlers=[*HANDLERS, swagger_assets()],
+        route_handlers=[
+            *HANDLERS,
+            *BATCH_HANDLERS,
+            batch_results,
+            *LIVE_HANDLERS,
+            swagger_assets(),
+        ],
         lifespan=[lifespan_for(settings)],
         middleware=[access_log(access_level)],
         exception_handlers={Exception: error_response},

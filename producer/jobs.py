@@ -9,7 +9,7 @@ import msgspec
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import JobRecord
-from ocrq.shared.schemas import JobSummary, JobView, Progress, Result
+from ocrq.shared.schemas import JobSummary, JobView, Progress, Result, WebhookState
 
 
 def new_job_id() -> str:
@@ -54,6 +54,8 @@ def job_view(job_id: str, record: JobRecord, tenant: str) -> JobView:
         finished_at=iso(r.finished_at),
         error=r.error,
         result=msgspec.json.decode(r.result, type=Result) if r.result else None,
+        batch=r.batch or None,
+        webhook=msgspec.json.decode(r.webhook, type=WebhookState) if r.webhook else None,
     )
 
 

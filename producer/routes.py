@@ -24,9 +24,9 @@ from ocrq.producer.ingest import (
     within,
 )
 from ocrq.producer.jobs import iso, job_summary, job_view, new_job_id, visible
+from ocrq.producer.options import check_options
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.profiles import check_profile
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import ACTIVE, Accepted, JobList, JobView, Status
 from ocrq.shared.store import now_ms
@@ -87,15 +87,7 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant)
     sub = await read_submission(request, rt)
-    cap = rt.settings.default_max_pages
-    if sub.options.max_pages is not None and sub.options.max_pages > cap:
-        raise OcrqError(
-            ErrorCode.INVALID_REQUEST,
-            f"max_pages: at most {cap} (the workers' limit, OCRQ_DEFAULT_MAX_PAGES)",
-        )
-    if sub.options.profile is not None:  # a profile that cannot run is a 400 now, not later
-        s = rt.settings
-        check_profile(sub.options.profile, s.engine_name, s.vllm_model)
+    await check_options(sub.options, tenant, rt.settings)
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
@@ -104,7 +96,7 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     started = time.perf_counter()
     fields = new_job_fields(
         job_id=job_id, tenant=tenant, filename=sub.filename, media_type=sub.media_type,
-        data=sub.data, options=sub.options, created_ms=created,
+        data=sub.data, options=sub.options, created_ms=created, callback=sub.options.callback_url,
     )  # fmt: skip
     fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem_key)
     rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
@@ -294,5 +286,6 @@ async def metrics(state: State) -> Response[bytes]:
 
 HANDLERS = [
     allow_options("/v1/jobs"), allow_options("/v1/jobs/{job_id:str}"),
+    allow_options("/v1/batches/{batch_id:str}"),
     submit_job, list_jobs, get_job, get_result, cancel_job, delete_job, healthz, readyz, metrics,
 ]  # fmt: skip

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ocrq.producer.auth import Authenticator
 from ocrq.producer.events import EventHub
 from ocrq.producer.metrics import ProducerMetrics
+from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import JobStore
 
@@ -21,4 +22,5 @@ class Runtime:
     events: EventHub
     auth: Authenticator
     metrics: ProducerMetrics
+    batches: BatchStore
     decode_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))

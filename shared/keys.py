@@ -17,6 +17,7 @@ from ocrq.shared.settings import GROUP, LANES
 
 SCRIPT_NAMES = (
     "enqueue", "claim", "progress", "finish", "touch", "release", "poison", "cancel", "prune",
+    "batch_open", "batch_seal", "webhook_state",
 )  # fmt: skip
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 
@@ -27,9 +28,11 @@ class Keys:
     def __init__(self, prefix: str = "ocrq:") -> None:
         self.prefix = prefix
         self.group = GROUP
+        self.webhook_group = "webhooks"  # the workers' group on the webhooks stream
         self.lanes = LANES
         self.dead = f"{prefix}dead"
         self.events = f"{prefix}events"
+        self.webhooks = f"{prefix}webhooks"  # deliveries to make, one entry each
 
     def job(self, job_id: str) -> str:
         """The job hash."""
@@ -42,6 +45,18 @@ class Keys:
     def idem(self, tenant: str, key: str) -> str:
         """Idempotency-Key → job id, with a TTL."""
         return f"{self.prefix}idem:{tenant}:{key}"
+
+    def batch(self, batch_id: str) -> str:
+        """The batch hash ('' for no batch, as the scripts take it)."""
+        return f"{self.prefix}batch:{batch_id}" if batch_id else ""
+
+    def batch_jobs(self, batch_id: str) -> str:
+        """The batch's job ids, in submission order (a list)."""
+        return f"{self.prefix}batch:{batch_id}:jobs" if batch_id else ""
+
+    def batch_idem(self, tenant: str, key: str) -> str:
+        """A batch's Idempotency-Key → batch id, with a TTL."""
+        return f"{self.prefix}idem-batch:{tenant}:{key}"
 
     def tenant_jobs(self, tenant: str) -> str:
         """The tenant's recent jobs: a sorted set of job ids scored by created_at (ms)."""

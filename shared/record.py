@@ -37,18 +37,42 @@ class Field(StrEnum):
     ERROR = "error"  # ErrorBody as JSON, on failed and cancelled
     RESULT = "result"  # Result as JSON, on done
     PAYLOAD = "payload"  # the document's raw bytes, until the job ends
-    WORKER = "worker"  # the consumer that claimed it ("" once released)
+    WORKER = "worker"  # the consumer that claimed it ("" before a claim and once released)
     ENTRY = "entry"  # the stream entry the worker holds
+    BATCH = "batch"  # the batch it belongs to ("" for none)
+    CALLBACK = "callback"  # the URL its webhook goes to (absent: none)
+    WEBHOOK = "webhook"  # WebhookState as JSON: the delivery's attempts and result
+
+
+class BatchField(StrEnum):
+    """Every field of the batch hash ``<prefix>batch:<id>`` (its jobs: ``…:jobs``, a list)."""
+
+    ID = "id"
+    TENANT = "tenant"
+    CREATED_AT = "created_at"  # epoch ms
+    FINISHED_AT = "finished_at"  # epoch ms, once sealed and every job ended
+    SEALED = "sealed"  # "1" once every document of the request has been read
+    TOTAL = "total"  # jobs accepted
+    DONE = "done"  # jobs ended, by status
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    OPTIONS = "options"  # JobOptions as JSON, for every job
+    REJECTED = "rejected"  # the files refused, as JSON
+    CALLBACK = "callback"
+    WEBHOOK = "webhook"
 
 
 # A poll reads everything but the payload (up to 10 MB) and the worker's bookkeeping.
 POLL_FIELDS: tuple[Field, ...] = tuple(
-    f for f in Field if f not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY)
+    f for f in Field if f not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY, Field.CALLBACK)
 )
 # What a worker reads to run a claimed job.
 WORK_FIELDS: tuple[Field, ...] = (Field.PAYLOAD, Field.MEDIA_TYPE, Field.OPTIONS, Field.CREATED_AT)
-# The one field of a lane's stream entry: the job id.
+# The fields of a lane's stream entry: the job id, and its batch when it has one.
 ENTRY_JOB_ID = "id"
+ENTRY_BATCH = "batch"
+# An entry of the webhooks stream (``<prefix>webhooks``): what ended, to tell its callback.
+HOOK_FIELDS: tuple[str, ...] = ("kind", "id")
 # An entry of the dead stream (``<prefix>dead``): a poisoned job, for operators to inspect.
 DEAD_ENTRY_FIELDS: tuple[str, ...] = (ENTRY_JOB_ID, "lane", "entry", "deliveries")
 
@@ -78,6 +102,9 @@ class JobRecord(Base):
     payload: bytes | None = None
     worker: str = ""
     entry: str = ""
+    batch: str = ""
+    callback: str = ""
+    webhook: bytes | None = None  # WebhookState JSON
 
 
 class JobEvent(msgspec.Struct):
@@ -95,10 +122,10 @@ def error_json(code: ErrorCode, message: str) -> bytes:
 
 def new_job_fields(
     *, job_id: str, tenant: str, filename: str | None, media_type: str, data: bytes,
-    options: JobOptions, created_ms: int,
+    options: JobOptions, created_ms: int, batch: str = "", callback: str | None = None,
 ) -> dict[str, bytes | str | int]:  # fmt: skip
     """Every field of a new job hash; the payload is the raw bytes, never base64."""
-    return {
+    fields: dict[str, bytes | str | int] = {
         Field.ID: job_id,
         Field.STATUS: Status.QUEUED.value,
         Field.TENANT: tenant,
@@ -112,7 +139,12 @@ def new_job_fields(
         Field.PAGES_TOTAL: 0,
         Field.PAGES_DONE: 0,
         Field.PAYLOAD: data,
+        Field.WORKER: "",
+        Field.BATCH: batch,
     }
+    if callback:
+        fields[Field.CALLBACK] = callback
+    return fields
 
 
 def decode_record(raw: dict[Field, Any]) -> JobRecord:
@@ -127,7 +159,7 @@ def decode_record(raw: dict[Field, Any]) -> JobRecord:
 
 
 def _decode_field(name: Field, value: Any) -> Any:
-    if name in (Field.PAYLOAD, Field.RESULT):
+    if name in (Field.PAYLOAD, Field.RESULT, Field.WEBHOOK):
         return value
     if name is Field.OPTIONS:
         return stored_options(value)

@@ -48,6 +48,8 @@ class JobOptions(Inbound):
     lane: Lane = "interactive"
     profile: Annotated[str, msgspec.Meta(max_length=64)] | None = None
     text_layer: TextLayer | None = None
+    # Where to POST a signed summary once the job (or, for a batch, every job) has ended.
+    callback_url: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
 
 
 class SubmitBody(Inbound):
@@ -168,6 +170,8 @@ class JobView(Base):
     finished_at: str | None
     error: ErrorBody | None = None
     result: Result | None = None
+    batch: str | None = None  # the batch it belongs to
+    webhook: WebhookState | None = None  # its callback's delivery, when it has one
 
 
 class JobSummary(Base):
@@ -200,3 +204,71 @@ def stored_options(raw: bytes) -> JobOptions:
     data = msgspec.json.decode(raw)
     known = {f.name for f in msgspec.structs.fields(JobOptions)}
     return msgspec.convert({k: v for k, v in data.items() if k in known}, JobOptions)
+
+
+class BatchFile(Base):
+    """A document of a batch request: the job it became, or why it was refused."""
+
+    filename: str | None
+    id: str | None = None  # the job, when accepted
+    code: str | None = None  # the error code, when refused
+    message: str | None = None
+
+
+class BatchAccepted(Base):
+    """The answer to POST /v1/batches: the batch, and every file's fate in request order."""
+
+    id: str
+    status: str
+    created_at: str
+    accepted: list[BatchFile]
+    rejected: list[BatchFile]
+    error: ErrorBody | None = None  # a problem with the request that ended it part way
+
+
+class BatchCounts(Base):
+    """Jobs of a batch by status."""
+
+    total: int = 0
+    queued: int = 0
+    processing: int = 0
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+
+class BatchJob(Base):
+    """One job of a batch, in submission order."""
+
+    id: str
+    filename: str | None
+    status: str
+    pages_done: int = 0
+    pages_total: int = 0
+    error: str | None = None  # the error code of a failed or cancelled job
+
+
+class BatchView(Base):
+    """GET /v1/batches/{id}: counts, pages, timestamps, and a page of its jobs."""
+
+    id: str
+    status: str  # open (documents still arriving) | running | finished
+    counts: BatchCounts
+    pages: Progress
+    options: JobOptions
+    created_at: str | None
+    finished_at: str | None
+    rejected: list[BatchFile] = msgspec.field(default_factory=list)
+    jobs: list[BatchJob] = msgspec.field(default_factory=list)
+    next_offset: int | None = None
+    webhook: WebhookState | None = None
+
+
+class WebhookState(Base):
+    """Where a job's or a batch's webhook delivery stands."""
+
+    url: str
+    status: str  # pending | delivered | failed
+    attempts: int = 0
+    last_status: int | None = None  # the receiver's last HTTP status
+    last_error: str | None = None

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ocrq.shared.webhooks import parse_secrets
+
 LANES: tuple[str, ...] = ("interactive", "batch")
 GROUP = "workers"
 
@@ -35,9 +37,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     api_keys: str = ""  # "tenant:key,tenant:key"; empty = open API
     max_backlog: int = 10_000  # per lane: XLEN, entries waiting plus entries in flight
     result_ttl_s: int = 7 * 24 * 3600
-    queued_ttl_s: int = 2 * 24 * 3600  # a queued job's hash outlives any sane backlog
     idempotency_ttl_s: int = 24 * 3600
     tenant_index_size: int = 10_000  # recent jobs per tenant that GET /v1/jobs can list
+    # Batches (POST /v1/batches): per request, and for ZIP archives (a ZIP bomb is refused
+    # whole before anything of it is read).
+    max_batch_files: int = 5000
+    max_batch_bytes: int = 1024 * 1024 * 1024
+    max_zip_members: int = 5000
+    max_zip_uncompressed_bytes: int = 2 * 1024 * 1024 * 1024
+    max_zip_ratio: int = 100  # uncompressed : compressed, per member
+    batch_share: int = 4  # a worker reads the batch lane at least once in this many reads
+    # Webhooks: "tenant:secret,…" signs each tenant's callbacks; private targets need allowing.
+    webhook_secrets: str = ""
+    webhook_allow_private: bool = False
+    webhook_timeout_s: float = 10.0
+    webhook_retry_s: float = 3600.0  # retried with backoff this long, then failed
     max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
@@ -111,4 +125,5 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     except msgspec.ValidationError as e:
         raise ValueError(f"invalid OCRQ_* setting: {e}") from e
     parse_api_keys(settings.api_keys)
+    parse_secrets(settings.webhook_secrets)
     return settings

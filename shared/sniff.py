@@ -9,8 +9,7 @@ SUPPORTED: frozenset[str] = frozenset(
 
 def sniff_media_type(head: bytes) -> str | None:
     """Return the media type the leading bytes announce, or None when unsupported."""
-    if head.startswith(b"%PDF-") or b"%PDF-" in head[:1024]:
-        # Some producers prepend junk; PDF readers accept the header within the first 1 KiB.
+    if head.startswith(b"%PDF-"):
         return "application/pdf"
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
@@ -22,4 +21,8 @@ def sniff_media_type(head: bytes) -> str | None:
         return "image/tiff"
     if head[:2] == b"BM" and len(head) >= 26:
         return "image/bmp"
+    if b"%PDF-" in head[:1024]:
+        # Some producers prepend junk; PDF readers accept the header within the first 1 KiB.
+        # Checked last: an image's own magic at byte 0 wins over a PDF header inside it.
+        return "application/pdf"
     return None

@@ -16,6 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
 from ocrq.shared.record import (
+    ENTRY_BATCH,
     ENTRY_JOB_ID,
     POLL_FIELDS,
     Field,
@@ -104,9 +105,10 @@ class JobStore:
         return all([await self.group_info(lane) is not None for lane in self.keys.lanes])
 
     async def enqueue(
-        self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None
-    ) -> tuple[bool, str]:
-        """Write the job, its stream entry and its tenant index entry in one step.
+        self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None,
+        batch: str = "",
+    ) -> tuple[bool, str]:  # fmt: skip
+        """Write the job, its stream entry, its tenant index entry (and its batch's) at once.
 
         Returns (created, job_id): a replayed Idempotency-Key gives (False, the first job).
         """
@@ -116,11 +118,14 @@ class JobStore:
         s = self.settings
         created = fields.get(Field.CREATED_AT) or now_ms()
         argv: list[ScriptArg] = [
-            job_id, s.max_backlog, s.queued_ttl_s, s.idempotency_ttl_s, self.keys.group,
+            job_id, s.max_backlog, batch, s.idempotency_ttl_s, self.keys.group,
             created, s.tenant_index_size, s.result_ttl_s,
         ]  # fmt: skip
         index = self.keys.tenant_jobs(text(fields.get(Field.TENANT, "")))
-        keys = [self.keys.job(job_id), self.keys.stream(lane), idem or "", index]
+        keys = [
+            self.keys.job(job_id), self.keys.stream(lane), idem or "", index,
+            self.keys.batch(batch), self.keys.batch_jobs(batch),
+        ]  # fmt: skip
         try:
             kind, value = await self._run("enqueue", keys, argv + flat)
         except OutOfMemoryError as e:
@@ -151,8 +156,14 @@ class JobStore:
             tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id,
             "delete" if delete else "cancel",
         ]  # fmt: skip
-        keys = [self.keys.job(job_id), self.keys.tenant_jobs(tenant)]
+        # A job's batch never changes: reading it first leaves no race with the script.
+        batch = text(await self.redis.hget(self.keys.job(job_id), Field.BATCH) or b"")
+        keys = [self.keys.job(job_id), self.keys.tenant_jobs(tenant), *self._ends(batch)]
         return text(await self._run("cancel", keys, argv))
+
+    def _ends(self, batch: str) -> list[str]:
+        """The keys a job's end touches besides the job: its batch, its list, the webhooks."""
+        return [self.keys.batch(batch), self.keys.batch_jobs(batch), self.keys.webhooks]
 
     async def recent_jobs(
         self, tenant: str, limit: int, offset: int, names: Sequence[Field]
@@ -179,19 +190,19 @@ class JobStore:
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
         """queued → processing for this worker: 'ok', 'skip:<status>' or 'missing'."""
         keys = [self.keys.job(job_id), self.keys.stream(lane)]
-        argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms(), self.settings.queued_ttl_s]
+        argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms()]
         return text(await self._run("claim", keys, argv))
 
     async def progress(self, job_id: str, me: str, done: int, total: int) -> bool:
         """Advance pages_done; False when this worker no longer owns the job."""
-        argv: list[ScriptArg] = [
-            me, done, total, self.keys.events, job_id, self.settings.queued_ttl_s
-        ]  # fmt: skip
+        argv: list[ScriptArg] = [me, done, total, self.keys.events, job_id]
         return text(await self._run("progress", [self.keys.job(job_id)], argv)) == "ok"
 
-    async def finish(self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome) -> bool:
+    async def finish(
+        self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome, batch: str = ""
+    ) -> bool:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
-        keys = [self.keys.job(job_id), self.keys.stream(lane)]
+        keys = [self.keys.job(job_id), self.keys.stream(lane), *self._ends(batch)]
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, outcome.status, outcome.field, outcome.value, now_ms(),
             self.settings.result_ttl_s, self.keys.events, job_id, outcome.pages_done,
@@ -210,10 +221,12 @@ class JobStore:
         argv: list[ScriptArg] = [me, entry, self.keys.group, idle, self.keys.events, job_id]
         return int(await self._run("release", keys, argv)) == 1
 
-    async def poison(self, job_id: str, lane: str, entry: str, me: str, deliveries: int) -> bool:
+    async def poison(
+        self, job_id: str, lane: str, entry: str, me: str, deliveries: int, batch: str = ""
+    ) -> bool:
         """Fail the job as poisoned and copy it to the dead stream."""
         err = error_json(ErrorCode.POISONED, f"delivered {deliveries} times without finishing")
-        keys = [self.keys.job(job_id), self.keys.stream(lane), self.keys.dead]
+        keys = [self.keys.job(job_id), self.keys.stream(lane), self.keys.dead, *self._ends(batch)]
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, err, now_ms(), self.settings.result_ttl_s,
             self.keys.events, job_id, lane, deliveries,
@@ -232,11 +245,12 @@ class JobStore:
         )
         return [(text(row["message_id"]), int(row["times_delivered"])) for row in rows]
 
-    async def entry_job(self, lane: str, entry: str) -> str:
-        """The job id a stream entry names; "" when the entry is gone or names none."""
+    async def entry_job(self, lane: str, entry: str) -> tuple[str, str]:
+        """(job id, batch id) a stream entry names; "" for what it lacks or when it is gone."""
         rows = await self.redis.xrange(self.keys.stream(lane), min=entry, max=entry, count=1)
         fields = (rows[0][1] if rows else None) or {}
-        return text(fields.get(ENTRY_JOB_ID.encode(), b""))
+        job = fields.get(ENTRY_JOB_ID.encode(), b"")
+        return text(job), text(fields.get(ENTRY_BATCH.encode(), b""))
 
     async def drop_entry(self, lane: str, entry: str) -> None:
         """ACK and delete an entry that names no job (not ours to keep redelivering)."""

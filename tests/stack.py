@@ -109,8 +109,13 @@ class Stack:
 
     def assert_clean(self) -> None:
         """Nothing of any job left in /dev/shm, nothing pending in any lane."""
-        # A running worker's folder holds its owner file, and nothing else between jobs.
-        leftovers = [p for p in self.shm.rglob("*") if p.is_file() and p.name != "owner"]
+        # A running worker's folder holds its owner file, and nothing else between jobs. A
+        # worker lets go of a cancelled job at its next heartbeat (a second): wait that long.
+        deadline = time.monotonic() + 5
+        while leftovers := [p for p in self.shm.rglob("*") if p.is_file() and p.name != "owner"]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert not leftovers, leftovers
         r = redis.Redis.from_url(self.settings.redis_url)
         for lane in ("interactive", "batch"):

@@ -1,13 +1,13 @@
 -- cancel: queued | processing → cancelled (ARGV[7] 'cancel'); or any state → deleted
 -- (ARGV[7] 'delete': an active job is cancelled on the way, so its worker stops).
--- Caller: producer (POST /v1/jobs/{id}/cancel, DELETE /v1/jobs/{id}), for the job's own
--- tenant only. A worker that holds the job sees it cancelled (or gone) at its next
--- heartbeat and stops.
--- KEYS: job, tenant_jobs
+-- Caller: producer (POST /v1/jobs/{id}/cancel, DELETE /v1/jobs/{id}, DELETE of a batch), for
+-- the job's own tenant only. A worker that holds the job sees it cancelled (or gone) at its
+-- next heartbeat and stops.
+-- KEYS: job, tenant_jobs, batch ('' when none), batch_jobs ('' when none), webhooks
 -- ARGV: tenant, error_json, finished_at, ttl_s, channel, id, mode ('cancel' | 'delete')
 -- Reply: 'cancelled' | 'deleted' | 'missing' | '<status>' (cancel of a job that had ended)
 -- Memory-freeing writes first (HDEL, EXPIRE), so a cancel works when Redis is full.
--- Needs: event
+-- Needs: event, close_batch, ended
 local job, index = KEYS[1], KEYS[2]
 local v = redis.call('HMGET', job, 'status', 'tenant')
 if not v[1] or v[2] ~= ARGV[1] then return 'missing' end
@@ -17,6 +17,8 @@ if active then
   redis.call('EXPIRE', job, tonumber(ARGV[4]))
   redis.call('HSET', job, 'status', 'cancelled', 'error', ARGV[2], 'finished_at', ARGV[3])
   event(ARGV[5], ARGV[6], 'cancelled', 0)
+  ended(job, ARGV[6], 'cancelled', KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[3],
+    tonumber(ARGV[4]))
 end
 if ARGV[7] == 'cancel' then
   if active then return 'cancelled' end

@@ -1,10 +1,12 @@
 -- claim: queued → processing (also a reclaimed processing → processing). Caller: worker.
 -- Takes the job for consumer ARGV[1] unless it has ended, or is alive under another entry.
+-- An active job has no TTL: it lives as long as its stream entry (it never silently expires).
 -- KEYS: job, stream
--- ARGV: me, entry, group, now_ms, ttl_s
+-- ARGV: me, entry, group, now_ms
 -- Reply: 'ok' | 'skip:<status>' | 'skip:not-owner' | 'missing'
--- Under maxmemory (noeviction) the first write decides: EXPIRE, which never grows memory,
--- comes before HSET, so a claim still works when Redis is full.
+-- Under maxmemory (noeviction) the first write decides: HDEL of the `worker` field (written
+-- empty at enqueue and release), which only frees, comes before HSET, so a claim still works
+-- when Redis is full.
 -- Needs: owns, ack
 local job, stream = KEYS[1], KEYS[2]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
@@ -22,7 +24,7 @@ if status == 'processing' then
   status = 'queued'
 end
 if status ~= 'queued' then ack(stream, group, entry); return 'skip:' .. status end
-redis.call('EXPIRE', job, tonumber(ARGV[5]))  -- a job started late in its TTL must not vanish
+redis.call('HDEL', job, 'worker')
 redis.call('HSET', job, 'status', 'processing', 'worker', me, 'started_at', ARGV[4],
   'entry', entry, 'pages_done', 0)
 redis.call('HINCRBY', job, 'attempts', 1)

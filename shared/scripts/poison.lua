@@ -1,10 +1,10 @@
 -- poison: queued | processing → failed (code poisoned). Caller: the worker that reclaimed
 -- an entry delivered more than OCRQ_MAX_DELIVERIES times; copies it to the dead stream.
--- KEYS: job, stream, dead
+-- KEYS: job, stream, dead, batch ('' when none), batch_jobs ('' when none), webhooks
 -- ARGV: me, entry, group, error_json, finished_at, ttl_s, channel, id, lane, deliveries
 -- Reply: 'ok' | 'lost'
 -- Memory-freeing writes first (HDEL, EXPIRE), so it works when Redis is full.
--- Needs: owns, ack, event
+-- Needs: owns, ack, event, close_batch, ended
 local job, stream, dead = KEYS[1], KEYS[2], KEYS[3]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
 if not owns(stream, group, entry, me) then return 'lost' end
@@ -16,6 +16,7 @@ if status == 'queued' or status == 'processing' then
   event(ARGV[7], ARGV[8], 'failed', 0)
   redis.call('XADD', dead, 'MAXLEN', '~', 10000, '*', 'id', ARGV[8], 'lane', ARGV[9],
     'entry', entry, 'deliveries', ARGV[10])
+  ended(job, ARGV[8], 'failed', KEYS[4], KEYS[5], KEYS[6], ARGV[7], ARGV[5], tonumber(ARGV[6]))
 end
 ack(stream, group, entry)
 return 'ok'

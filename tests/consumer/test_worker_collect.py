@@ -172,3 +172,27 @@ async def test_consumers_that_own_nothing_and_went_quiet_are_pruned(
     assert await store.prune_consumers("interactive", "w-test", min_idle_s=0.01) == 1
     names = {c["name"] for c in await store.redis.xinfo_consumers(stream, group)}
     assert names == {b"busy"}
+
+
+async def test_a_steady_interactive_stream_still_lets_batch_in_by_its_share(
+    store: JobStore, tmp_path: Path
+) -> None:
+    for i in range(4):
+        await add(store, f"i{i}")
+        await add(store, f"b{i}", lane="batch")
+    w = worker(store, tmp_path, batch_share=3)  # at least one batch read in every 3
+    order = [(await w.read(1, block_ms=10))[0].job_id for _ in range(6)]
+    assert order == ["i0", "i1", "b0", "i2", "i3", "b1"]
+
+
+async def test_an_interactive_job_behind_a_long_batch_goes_first(
+    store: JobStore, tmp_path: Path
+) -> None:
+    for i in range(20):
+        await add(store, f"b{i}", lane="batch")
+    w = worker(store, tmp_path, batch_share=3)
+    assert [(await w.read(1, block_ms=10))[0].job_id for _ in range(5)] == [
+        f"b{i}" for i in range(5)
+    ]
+    await add(store, "urgent")
+    assert (await w.read(1, block_ms=10))[0].job_id == "urgent"

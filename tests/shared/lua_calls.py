@@ -64,7 +64,8 @@ def read_script(source: str) -> Touched:
             found.fields |= {n for n in map(literal, names) if n is not None}
         elif command == "XADD":
             pairs = rest[rest.index("'*'") + 1 :]
-            found.entry_fields[key] = {n for n in map(literal, pairs[0::2]) if n is not None}
+            names = {n for n in map(literal, pairs[0::2]) if n is not None}
+            found.entry_fields[key] = found.entry_fields.get(key, set()) | names
     found.statuses |= {s for s in _COMPARED.findall(code) if s}
     for call in _EVENT_CALL.finditer(code):
         args = call_args(call[0], len("event("))

@@ -10,7 +10,9 @@ from ocrq.shared.errors import ErrorCode
 from ocrq.shared.keys import SCRIPT_NAMES, load_script
 from ocrq.shared.record import (
     DEAD_ENTRY_FIELDS,
+    ENTRY_BATCH,
     ENTRY_JOB_ID,
+    HOOK_FIELDS,
     POLL_FIELDS,
     Field,
     JobEvent,
@@ -33,8 +35,10 @@ def test_scripts_touch_only_declared_fields_and_statuses(name: str) -> None:
 
 
 def test_stream_entries_carry_the_declared_fields() -> None:
-    assert read_script(load_script("enqueue")).entry_fields == {"stream": {ENTRY_JOB_ID}}
-    assert read_script(load_script("poison")).entry_fields == {"dead": set(DEAD_ENTRY_FIELDS)}
+    enqueue = read_script(load_script("enqueue")).entry_fields
+    assert enqueue == {"stream": {ENTRY_JOB_ID, ENTRY_BATCH}}
+    poison = read_script(load_script("poison")).entry_fields
+    assert poison == {"dead": set(DEAD_ENTRY_FIELDS), "hooks": set(HOOK_FIELDS)}
 
 
 def test_the_published_event_has_exactly_the_job_event_fields() -> None:

@@ -179,9 +179,13 @@ async def test_poisoning_a_finished_job_only_acks_it(store: JobStore) -> None:
     assert await store.redis.xlen(store.keys.dead) == 0 and await pending(store) == 0
 
 
-async def test_claim_renews_the_job_ttl(store: JobStore) -> None:
+async def test_an_active_job_never_expires_and_an_ended_one_keeps_its_result_ttl(
+    store: JobStore,
+) -> None:
     await enqueue(store)
-    await store.redis.expire(store.keys.job("job1"), 5)
+    assert await store.redis.ttl(store.keys.job("job1")) == -1  # queued: lives with its entry
     [(job_id, entry)] = await deliver(store, "w1")
     await store.claim(job_id, LANE, entry, "w1")
-    assert await store.redis.ttl(store.keys.job(job_id)) > 3600
+    assert await store.redis.ttl(store.keys.job(job_id)) == -1  # processing: the same
+    await store.finish(job_id, LANE, entry, "w1", done())
+    assert await store.redis.ttl(store.keys.job(job_id)) > 24 * 3600

@@ -1,0 +1,166 @@
+"""Back-office batches: many documents in one request, one handle to follow them by."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import msgspec
+import structlog
+from litestar import Request, Response, delete, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath, Parameter
+
+from ocrq.producer.batch_formats import (
+    ZIP_TYPES,
+    Part,
+    json_documents,
+    multipart_documents,
+    zip_documents,
+)
+from ocrq.producer.batch_views import batch_accepted, batch_view, visible_batch
+from ocrq.producer.ingest import parse_options, sniffed, within
+from ocrq.producer.jobs import iso, new_job_id
+from ocrq.producer.options import check_options
+from ocrq.producer.runtime import Runtime
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.record import Field, new_job_fields
+from ocrq.shared.schemas import BatchAccepted, BatchFile, BatchView, ErrorBody, JobOptions
+from ocrq.shared.store import now_ms
+
+log = structlog.get_logger("ocrq.producer")
+PageLimit = Annotated[int, Parameter(ge=1, le=1000, description="Jobs listed per page")]
+PageOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to skip")]
+
+
+def documents_of(request: Request[Any, Any, Any], rt: Runtime) -> AsyncIterator[Part]:
+    """The request's documents, by its Content-Type."""
+    content_type, params = request.content_type
+    chunks = within(request.stream(), rt.settings.body_timeout_s * 10)
+    if content_type == "multipart/form-data":
+        if not params.get("boundary"):
+            raise OcrqError(ErrorCode.INVALID_REQUEST, "multipart boundary missing")
+        return multipart_documents(chunks, params["boundary"], rt.settings)
+    if content_type in ZIP_TYPES:
+        return zip_documents(chunks, rt.settings)
+    if content_type == "application/json":
+        return json_documents(chunks, rt.settings)
+    raise OcrqError(
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        f"Content-Type {content_type}: a batch is multipart/form-data, application/zip "
+        "or application/json",
+    )
+
+
+async def batch_options(request: Request[Any, Any, Any], tenant: str, rt: Runtime) -> JobOptions:
+    """The query's options, for every job of the batch; the lane is always `batch`."""
+    query = dict(request.query_params.items())
+    if query.get("lane", "batch") != "batch":
+        raise OcrqError(ErrorCode.INVALID_REQUEST, "lane: a batch's jobs run on the batch lane")
+    options = msgspec.structs.replace(parse_options(query), lane="batch")
+    await check_options(options, tenant, rt.settings)
+    return options
+
+
+async def enqueue_part(
+    rt: Runtime, tenant: str, batch_id: str, options: JobOptions, part: Part
+) -> BatchFile:
+    """One document as a job of the batch, or the reason it was refused."""
+    try:
+        if part.error is not None:
+            raise part.error
+        assert part.data is not None
+        media_type = sniffed(part.data, None, part.filename)
+        job_id = new_job_id()
+        fields = new_job_fields(
+            job_id=job_id, tenant=tenant, filename=part.filename, media_type=media_type,
+            data=part.data, options=options, created_ms=now_ms(), batch=batch_id,
+        )  # fmt: skip
+        await rt.store.enqueue(job_id, "batch", fields, None, batch=batch_id)
+        rt.metrics.accepted_bytes.inc(len(part.data))
+    except OcrqError as e:
+        return BatchFile(filename=part.filename, code=e.code.value, message=e.message)
+    return BatchFile(filename=part.filename, id=job_id)
+
+
+@post("/v1/batches", status_code=202, request_max_body_size=None, summary="Submit a batch")
+async def submit_batch(request: Request[Any, Any, Any], state: State) -> Response[BatchAccepted]:
+    """Enqueue every document of the request as a job of one batch, each as soon as read."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+    options = await batch_options(request, tenant, rt)
+    documents = documents_of(request, rt)
+    idem = request.headers.get("idempotency-key")
+    if idem is not None and not (0 < len(idem) <= 200):
+        raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
+    created, batch_id = await rt.batches.open(new_job_id(), tenant, options, idem)
+    structlog.contextvars.bind_contextvars(tenant=tenant, batch_id=batch_id)
+    if not created:  # the same Idempotency-Key: the first batch, untouched
+        record = await visible_batch(rt, batch_id, tenant)
+        return Response(await batch_accepted(rt, record), status_code=200)
+    files, error = await read_batch(rt, tenant, batch_id, options, documents)
+    accepted = [f for f in files if f.id]
+    if error is not None and not files:
+        raise error
+    body = BatchAccepted(
+        id=batch_id, status="accepted", created_at=iso(now_ms()) or "", accepted=accepted,
+        rejected=[f for f in files if not f.id],
+        error=ErrorBody(code=error.code.value, message=error.message) if error else None,
+    )  # fmt: skip
+    return Response(body, headers={"Location": f"/v1/batches/{batch_id}"})
+
+
+async def read_batch(
+    rt: Runtime, tenant: str, batch_id: str, options: JobOptions,
+    documents: AsyncIterator[Part],
+) -> tuple[list[BatchFile], OcrqError | None]:  # fmt: skip
+    """Enqueue documents until the request ends; seal the batch whatever happens."""
+    files: list[BatchFile] = []
+    error: OcrqError | None = None
+    try:
+        async for part in documents:
+            if len(files) >= rt.settings.max_batch_files:
+                raise OcrqError(
+                    ErrorCode.PAYLOAD_TOO_LARGE,
+                    f"a batch holds at most {rt.settings.max_batch_files} files "
+                    "(OCRQ_MAX_BATCH_FILES)",
+                )
+            files.append(await enqueue_part(rt, tenant, batch_id, options, part))
+    except OcrqError as e:  # the request itself went wrong: what was accepted stays
+        error = e
+    finally:
+        rejected = [f for f in files if not f.id]
+        await asyncio.shield(rt.batches.seal(batch_id, rejected))
+    return files, error
+
+
+@get("/v1/batches/{batch_id:str}", summary="A batch's counts, pages and jobs")
+async def get_batch(
+    request: Request[Any, Any, Any], state: State, batch_id: FromPath[str],
+    limit: PageLimit = 100, offset: PageOffset = 0,
+) -> BatchView:  # fmt: skip
+    """Counts by status, pages done/total, timestamps, and a page of its jobs in order."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+    record = await visible_batch(rt, batch_id, tenant)
+    return await batch_view(rt, record, limit, offset)
+
+
+@delete("/v1/batches/{batch_id:str}", status_code=200, summary="Cancel a batch's jobs")
+async def cancel_batch(
+    request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
+) -> dict[str, Any]:
+    """Cancel every job of the batch that has not ended; finished results stay."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+    await visible_batch(rt, batch_id, tenant)
+    cancelled = 0
+    for job_id in await rt.batches.job_ids(batch_id):
+        if await rt.store.cancel(job_id, tenant) == "cancelled":
+            cancelled += 1
+    return {"id": batch_id, "cancelled": cancelled}
+
+
+STATUS_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT)
+BATCH_HANDLERS = [submit_batch, get_batch, cancel_batch]

@@ -1,0 +1,111 @@
+"""Live progress as Server-Sent Events, fed by the process's one pub/sub subscription.
+
+A stream sends the current state first, then every change, with a comment every 15 s to keep
+proxies from closing it, and ends after a terminal state. Each event's id names the state it
+carries: a client reconnecting with ``Last-Event-ID`` gets the current state again only when
+it differs, so nothing that still matters is missed. Listeners share the process's Redis pool
+and pub/sub connection: a listener costs no connection of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgspec
+from litestar import Request, get
+from litestar.datastructures import State
+from litestar.params import FromPath
+from litestar.response import ServerSentEvent, ServerSentEventMessage
+
+from ocrq.producer.batch_views import batch_status, visible_batch
+from ocrq.producer.jobs import job_summary, visible
+from ocrq.producer.runtime import Runtime
+from ocrq.shared.record import Field
+from ocrq.shared.schemas import TERMINAL, Base, BatchCounts
+
+HEARTBEAT_S = 15.0
+COALESCE_S = 0.1  # a burst of changes (a batch's jobs ending together) is one event
+SUMMARY_FIELDS = (
+    Field.STATUS, Field.TENANT, Field.FILENAME, Field.MEDIA_TYPE, Field.LANE, Field.PAGES_DONE,
+    Field.PAGES_TOTAL, Field.CREATED_AT, Field.FINISHED_AT, Field.ERROR,
+)  # fmt: skip
+
+
+class BatchEvent(Base):
+    """A batch's state in an event: its status and counts (pages: GET the batch)."""
+
+    id: str
+    status: str
+    counts: BatchCounts
+
+
+Snapshot = tuple[str, bytes, bool]  # (event id, JSON data, terminal)
+
+
+async def stream(
+    rt: Runtime, key: str, kind: str, read: Callable[[], Awaitable[Snapshot]], last_id: str
+) -> AsyncIterator[ServerSentEventMessage]:
+    """Current state, then each change, heartbeats between, until a terminal state."""
+    with rt.events.watch(key) as changed:
+        while True:
+            event_id, data, terminal = await read()
+            if event_id != last_id:
+                yield ServerSentEventMessage(data=data.decode(), event=kind, id=event_id)
+                last_id = event_id
+            if terminal:
+                return
+            try:
+                await asyncio.wait_for(changed.wait(), HEARTBEAT_S)
+            except TimeoutError:
+                yield ServerSentEventMessage(comment="keep-alive")
+                continue
+            await asyncio.sleep(COALESCE_S)
+            changed.clear()
+
+
+@get("/v1/jobs/{job_id:str}/events", summary="A job's progress as Server-Sent Events")
+async def job_events(
+    request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
+) -> ServerSentEvent:
+    """Status and pages of one job, live, until it ends."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+
+    async def read() -> Snapshot:
+        record = visible(job_id, await rt.store.read(job_id, SUMMARY_FIELDS), tenant)
+        summary = job_summary(job_id, record)
+        event_id = f"{summary.status}:{summary.progress.pages_done}"
+        return event_id, msgspec.json.encode(summary), record.status in TERMINAL
+
+    await read()  # a job that is not there (or not the tenant's) is a 404, not a stream
+    last = request.headers.get("last-event-id", "")
+    return ServerSentEvent(stream(rt, job_id, "job", read, last))
+
+
+@get("/v1/batches/{batch_id:str}/events", summary="A batch's progress as Server-Sent Events")
+async def batch_events(
+    request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
+) -> ServerSentEvent:
+    """Counts of one batch, live, until every job has ended."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+
+    async def read() -> Snapshot:
+        record = await visible_batch(rt, batch_id, tenant)
+        status = batch_status(record)
+        counts = BatchCounts(
+            total=record.total, done=record.done, failed=record.failed,
+            cancelled=record.cancelled,
+        )  # fmt: skip
+        event = BatchEvent(id=batch_id, status=status, counts=counts)
+        event_id = f"{status}:{record.total}:{record.ended}"
+        return event_id, msgspec.json.encode(event), status == "finished"
+
+    await read()
+    last = request.headers.get("last-event-id", "")
+    return ServerSentEvent(stream(rt, batch_id, "batch", read, last))
+
+
+LIVE_HANDLERS = [job_events, batch_events]

@@ -1,0 +1,30 @@
+"""Checks of job options that depend on this deployment: page cap, profile, callback."""
+
+from __future__ import annotations
+
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.profiles import check_profile
+from ocrq.shared.schemas import JobOptions
+from ocrq.shared.settings import Settings
+from ocrq.shared.webhooks import check_target, parse_secrets
+
+
+async def check_options(options: JobOptions, tenant: str, settings: Settings) -> None:
+    """Refuse now (400) what would fail later: too many pages, a profile the engine cannot
+    run, a callback that cannot be signed or must not be reached."""
+    cap = settings.default_max_pages
+    if options.max_pages is not None and options.max_pages > cap:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST,
+            f"max_pages: at most {cap} (the workers' limit, OCRQ_DEFAULT_MAX_PAGES)",
+        )
+    if options.profile is not None:
+        check_profile(options.profile, settings.engine_name, settings.vllm_model)
+    if options.callback_url is not None:
+        if tenant not in parse_secrets(settings.webhook_secrets):
+            raise OcrqError(
+                ErrorCode.INVALID_REQUEST,
+                "callback_url: no webhook secret is configured for your tenant "
+                "(OCRQ_WEBHOOK_SECRETS), so a callback could not be signed",
+            )
+        await check_target(options.callback_url, settings.webhook_allow_private)
