@@ -21,7 +21,11 @@ ROW_FIELDS = (Field.STATUS, Field.FILENAME, Field.PAGES_DONE, Field.PAGES_TOTAL,
 
 async def visible_batch(rt: Runtime, batch_id: str, tenant: str) -> BatchRecord:
     """The batch when it exists and is the tenant's own; not_found otherwise."""
-    record = await rt.batches.read(batch_id)
+    return tenants_batch(await rt.batches.read(batch_id), batch_id, tenant)
+
+
+def tenants_batch(record: BatchRecord | None, batch_id: str, tenant: str) -> BatchRecord:
+    """The record when it is a batch of this tenant; not_found otherwise."""
     if record is None or record.tenant != tenant:
         raise OcrqError(ErrorCode.NOT_FOUND, f"no batch {batch_id}")
     return record

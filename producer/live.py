@@ -19,7 +19,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from ocrq.producer.batch_views import batch_status, visible_batch
+from ocrq.producer.batch_views import batch_status, tenants_batch
 from ocrq.producer.jobs import job_summary, visible
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.record import Field
@@ -74,7 +74,10 @@ async def job_events(
     tenant = rt.auth.tenant(request.headers)
 
     async def read() -> Snapshot:
-        record = visible(job_id, await rt.store.read(job_id, SUMMARY_FIELDS), tenant)
+        fetched = await rt.flights.read(
+            f"job:{job_id}", lambda: rt.store.read(job_id, SUMMARY_FIELDS)
+        )
+        record = visible(job_id, fetched, tenant)
         summary = job_summary(job_id, record)
         event_id = f"{summary.status}:{summary.progress.pages_done}"
         return event_id, msgspec.json.encode(summary), record.status in TERMINAL
@@ -93,7 +96,8 @@ async def batch_events(
     tenant = rt.auth.tenant(request.headers)
 
     async def read() -> Snapshot:
-        record = await visible_batch(rt, batch_id, tenant)
+        fetched = await rt.flights.read(f"batch:{batch_id}", lambda: rt.batches.read(batch_id))
+        record = tenants_batch(fetched, batch_id, tenant)
         status = batch_status(record)
         counts = BatchCounts(
             total=record.total, done=record.done, failed=record.failed,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ocrq.producer.auth import Authenticator
 from ocrq.producer.events import EventHub
+from ocrq.producer.flights import SingleFlight
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.settings import Settings
@@ -23,4 +24,5 @@ class Runtime:
     auth: Authenticator
     metrics: ProducerMetrics
     batches: BatchStore
+    flights: SingleFlight = field(default_factory=SingleFlight)  # shared reads (live events)
     decode_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
