@@ -184,6 +184,11 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         "--text-layer", choices=("auto", "off"),
         help="use a PDF's own text where it is good (server: auto on the local engine)",
     )  # fmt: skip
+    p.add_argument(
+        "--batch", action="store_true",
+        help="send everything (files, or one ZIP) as one batch: one handle, one progress bar "
+        "fed by its live events, the results in one download",
+    )  # fmt: skip
     p.add_argument("--concurrency", type=int, default=4, help="uploads at a time")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait per job")
 

@@ -277,6 +277,10 @@ def run_submit(args: argparse.Namespace) -> int:
         return complain("submit", str(e), 2)
     if not files:
         return complain("submit", "no documents found (PDF, PNG, JPEG, WebP, TIFF, BMP)", 2)
+    if args.batch:
+        from ocrq.batch_cli import run_batch
+
+        return run_batch(args, files)
     waiting = args.wait or args.out is not None
     outputs: list[Path | None] = [None] * len(files)
     if args.out is not None:

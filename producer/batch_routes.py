@@ -64,7 +64,7 @@ async def batch_options(request: Request[Any, Any, Any], tenant: str, rt: Runtim
 
 
 async def enqueue_part(
-    rt: Runtime, tenant: str, batch_id: str, options: JobOptions, part: Part
+    rt: Runtime, tenant: str, batch_id: str, options: JobOptions, part: Part, index: int
 ) -> BatchFile:
     """One document as a job of the batch, or the reason it was refused."""
     try:
@@ -80,8 +80,8 @@ async def enqueue_part(
         await rt.store.enqueue(job_id, "batch", fields, None, batch=batch_id)
         rt.metrics.accepted_bytes.inc(len(part.data))
     except OcrqError as e:
-        return BatchFile(filename=part.filename, code=e.code.value, message=e.message)
-    return BatchFile(filename=part.filename, id=job_id)
+        return BatchFile(index=index, filename=part.filename, code=e.code.value, message=e.message)
+    return BatchFile(index=index, filename=part.filename, id=job_id)
 
 
 @post("/v1/batches", status_code=202, request_max_body_size=None, summary="Submit a batch")
@@ -126,7 +126,7 @@ async def read_batch(
                     f"a batch holds at most {rt.settings.max_batch_files} files "
                     "(OCRQ_MAX_BATCH_FILES)",
                 )
-            files.append(await enqueue_part(rt, tenant, batch_id, options, part))
+            files.append(await enqueue_part(rt, tenant, batch_id, options, part, len(files)))
     except OcrqError as e:  # the request itself went wrong: what was accepted stays
         error = e
     finally:

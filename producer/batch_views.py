@@ -82,8 +82,8 @@ async def batch_accepted(rt: Runtime, record: BatchRecord) -> BatchAccepted:
     ids = await rt.batches.job_ids(record.id)
     rows = await rt.batches.job_rows(ids, (Field.FILENAME,))
     accepted = [
-        BatchFile(filename=row.filename or None, id=job_id)
-        for job_id, row in zip(ids, rows, strict=True)
+        BatchFile(index=i, filename=row.filename or None, id=job_id)
+        for i, (job_id, row) in enumerate(zip(ids, rows, strict=True))
     ]
     return BatchAccepted(
         id=record.id, status=batch_status(record), created_at=iso(record.created_at) or "",

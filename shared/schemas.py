@@ -209,6 +209,7 @@ def stored_options(raw: bytes) -> JobOptions:
 class BatchFile(Base):
     """A document of a batch request: the job it became, or why it was refused."""
 
+    index: int  # its place in the request (a ZIP's members in the archive's order)
     filename: str | None
     id: str | None = None  # the job, when accepted
     code: str | None = None  # the error code, when refused

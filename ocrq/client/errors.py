@@ -161,6 +161,20 @@ def checked(response: httpx.Response) -> httpx.Response:
     raise error_from_response(response)
 
 
+def checked_stream(response: httpx.Response) -> httpx.Response:
+    """checked() for a streamed response: an error's body is read first."""
+    if not response.is_success:
+        response.read()
+    return checked(response)
+
+
+async def achecked_stream(response: httpx.Response) -> httpx.Response:
+    """checked_stream() for the async client."""
+    if not response.is_success:
+        await response.aread()
+    return checked(response)
+
+
 def unreachable(e: httpx.TransportError, url: str) -> Unavailable:
     """A transport failure as an error of the same family as a 503."""
     return Unavailable(ErrorCode.UNAVAILABLE, f"{url}: {type(e).__name__}: {e}")

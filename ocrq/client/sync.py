@@ -9,13 +9,15 @@ from types import TracebackType
 from typing import Any, Self
 
 import httpx
+import msgspec
 
-from ocrq.client import calls
-from ocrq.client.calls import Call, ClientBase, Job, JobRef
-from ocrq.client.errors import ApiError, Conflict, checked, conflict_or_failure
+from ocrq.client import batch, calls
+from ocrq.client.batch import BatchBody, Event, EventParser, sources_of
+from ocrq.client.calls import Call, ClientBase, Job, JobRef, http_timeout
+from ocrq.client.errors import ApiError, Conflict, checked, checked_stream, conflict_or_failure
 from ocrq.client.pacing import Deadline, LongPoll
 from ocrq.client.upload import Source, prepare_upload
-from ocrq.shared.schemas import JobList, JobView, Result
+from ocrq.shared.schemas import BatchAccepted, BatchView, JobList, JobView, Result
 
 
 class Client(ClientBase[httpx.Client]):
@@ -102,6 +104,41 @@ class Client(ClientBase[httpx.Client]):
     def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
         """A page of your recent jobs, newest first (``next_offset`` for the next page)."""
         return calls.decode(self._send(calls.list_jobs(limit, offset)), JobList)
+
+    def submit_batch(
+        self, sources: Source | Iterable[Source], *, idempotency_key: str | None = None,
+        **options: Any,
+    ) -> BatchAccepted:  # fmt: skip
+        """Upload many files (or one ZIP) as one batch; every file's fate in the answer."""
+        body = BatchBody(sources_of(sources))
+        call = batch.submit_call(body, options, idempotency_key)
+        return calls.decode(self._send(call, body.chunks()), BatchAccepted)
+
+    def batch_status(self, batch_id: str, *, limit: int = 100, offset: int = 0) -> BatchView:
+        """The batch's counts, pages and a page of its jobs."""
+        return calls.decode(self._send(batch.status_call(batch_id, limit, offset)), BatchView)
+
+    def iter_batch_results(self, batch_id: str) -> Iterator[dict[str, Any]]:
+        """Each ended job of the batch: {id, filename, status, error, result}, in order."""
+        with self._reaching(), self._http.stream(
+            "GET", f"/v1/batches/{batch_id}/results", timeout=http_timeout(self.timeout)
+        ) as response:  # fmt: skip
+            checked_stream(response)
+            for line in response.iter_lines():
+                if line:
+                    yield msgspec.json.decode(line)
+
+    def events(self, job_or_batch: str, *, batch: bool = False) -> Iterator[Event]:
+        """A job's (or a batch's) live events, until it ends."""
+        kind = "batches" if batch else "jobs"
+        parser = EventParser()
+        with self._reaching(), self._http.stream(
+            "GET", f"/v1/{kind}/{job_or_batch}/events", timeout=http_timeout(self.timeout + 30)
+        ) as response:  # fmt: skip
+            checked_stream(response)
+            for line in response.iter_lines():
+                if (event := parser.line(line)) is not None:
+                    yield event
 
     def submit_many(
         self, sources: Iterable[Source], *, concurrency: int = 4, **options: Any

@@ -13,8 +13,10 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 from documents import png, sized_pdf
 from stack import Stack
@@ -37,6 +39,9 @@ def sample_files(folder: Path) -> None:
     (folder / "page.png").write_bytes(png(200, 120))
     (folder / "scans" / "a.pdf").write_bytes(sized_pdf([(250, 250)]))
     (folder / "scans" / "sub" / "b.png").write_bytes(png(150, 90))
+    with zipfile.ZipFile(folder / "scans.zip", "w") as archive:
+        archive.writestr("z1.png", png(160, 90))
+        archive.writestr("z2.pdf", sized_pdf([(200, 200)]))
 
 
 def wait_processing(stack: Stack, job_id: str) -> None:
@@ -45,6 +50,17 @@ def wait_processing(stack: Stack, job_id: str) -> None:
     while stack.status(job_id) != "processing":
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def finished_batch(stack: Stack) -> str:
+    """A batch of one document, waited for until it has finished."""
+    files = [("file", ("b.png", png(90, 60), "image/png"))]
+    batch_id: str = httpx.post(f"{stack.api}/v1/batches", files=files).json()["id"]
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{stack.api}/v1/batches/{batch_id}").json()["status"] != "finished":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return batch_id
 
 
 def test_the_readme_has_runnable_examples_of_each_kind() -> None:
@@ -73,7 +89,7 @@ def test_every_runnable_readme_example_works_on_a_live_stack(stack: Stack, tmp_p
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OCRQ_URL": stack.api}
     env.pop("OCRQ_API_KEY", None)
     for language, code in runnable_blocks():
-        cancels = "cancel" in code
+        cancels = "/cancel" in code or "ocrq cancel" in code
         stack.fake.configure(latency_s=30.0 if cancels else 0.0)
         job_id = stack.submit(png(120, 80))
         if cancels:
@@ -81,6 +97,8 @@ def test_every_runnable_readme_example_works_on_a_live_stack(stack: Stack, tmp_p
         else:
             stack.wait(job_id)
         code = code.replace("JOB_ID", job_id)
+        if "BATCH_ID" in code:
+            code = code.replace("BATCH_ID", finished_batch(stack))
         code = code.replace("http://127.0.0.1:8000", stack.api).replace("localhost:8000", address)
         out = run_block(language, code, folder, env)
         assert not ERROR_BODY.search(out), f"{code}\n--- an API error in the output:\n{out}"

@@ -322,3 +322,23 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         503,
         5,
     )
+
+
+@pytest.mark.slow
+def test_the_client_submits_follows_and_reads_a_batch(stack: Stack, tmp_path: Path) -> None:
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"{i}.png"
+        path.write_bytes(png(90 + i, 60))
+        paths.append(path)
+    with Client(stack.api) as client:
+        answer = client.submit_batch([*paths, b"not a document"], dpi=100)
+        assert [f.index for f in answer.accepted] == [0, 1, 2]
+        assert answer.rejected[0].code == "unsupported_media_type"
+        kinds = [e.data["status"] for e in client.events(answer.id, batch=True)]
+        assert kinds[-1] == "finished"
+        view = client.batch_status(answer.id)
+        assert view.counts.done == 3 and view.options.dpi == 100
+        rows = list(client.iter_batch_results(answer.id))
+        assert [r["filename"] for r in rows] == ["0.png", "1.png", "2.png"]
+        assert all("91x60" in r["result"]["markdown"] for r in rows[1:2])

@@ -260,3 +260,38 @@ def test_wait_cancel_rm_and_ls_act_on_jobs_by_id(
     assert main(["rm", first.id, "--url", stack.api]) == 0
     assert capsys.readouterr().out == f"{first.id}  deleted\n"
     assert main(["status", first.id, "--url", stack.api]) == 1
+
+
+@pytest.mark.slow
+def test_a_folder_as_one_batch_follows_it_and_saves_each_result(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src, out = tmp_path / "in", tmp_path / "out"
+    write(src / "a" / "page.png", png(110, 70))
+    write(src / "scan.pdf", sized_pdf([(200, 300), (210, 300)]))
+    write(src / "locked.pdf", encrypted_pdf())
+    code = main(["submit", str(src), "--batch", "--out", str(out), "--dpi", "72",
+                 "--url", stack.api])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1, captured  # the encrypted one failed
+    assert "3 accepted, 0 refused" in captured.out
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert written == ["a/page.md", "scan.md"]
+    assert "210x300" in (out / "scan.md").read_text()
+    assert "locked.pdf: encrypted_document" in captured.err
+
+
+@pytest.mark.slow
+def test_a_zip_as_one_batch_names_outputs_after_its_members(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import zipfile
+
+    archive = tmp_path / "scans.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("one.png", png(120, 80))
+        z.writestr("two.png", png(130, 80))
+    out = tmp_path / "out"
+    assert main(["submit", str(archive), "--batch", "--out", str(out), "--url", stack.api]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["one.md", "two.md"]
+    assert "130x80" in (out / "two.md").read_text()
