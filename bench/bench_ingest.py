@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import stack
 
 from ocrq.producer.decoding import clean_slice
-from ocrq.producer.ingest import decode_json_submission
+from ocrq.producer.ingest import Query, decode_json_submission
 from ocrq.shared.schemas import SubmitBody
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -177,7 +177,7 @@ def time_sync_decode(body: bytes, max_document: int, repeats: int) -> list[float
     times = []
     for _ in range(repeats):
         started = time.perf_counter()
-        decode_json_submission(body, max_document)
+        decode_json_submission(body, max_document, Query(None, {}))
         times.append(time.perf_counter() - started)
     return times
 

@@ -101,14 +101,27 @@ async def submit_batch(request: Request[Any, Any, Any], state: State) -> Respons
         return Response(await batch_accepted(rt, record), status_code=200)
     files, error = await read_batch(rt, tenant, batch_id, options, documents)
     accepted = [f for f in files if f.id]
-    if error is not None and not files:
-        raise error
+    if not accepted:  # nothing to follow: no batch, and the reason as the answer
+        await rt.batches.delete(batch_id)
+        raise error or nothing_accepted(files)
     body = BatchAccepted(
         id=batch_id, status="accepted", created_at=iso(now_ms()) or "", accepted=accepted,
         rejected=[f for f in files if not f.id],
         error=ErrorBody(code=error.code.value, message=error.message) if error else None,
     )  # fmt: skip
     return Response(body, headers={"Location": f"/v1/batches/{batch_id}"})
+
+
+def nothing_accepted(files: list[BatchFile]) -> OcrqError:
+    """The error of a batch request of which no document was accepted."""
+    if not files:
+        return OcrqError(ErrorCode.INVALID_REQUEST, "a batch needs at least one document")
+    first = files[0]
+    more = f" (and {len(files) - 1} more refused)" if len(files) > 1 else ""
+    return OcrqError(
+        ErrorCode(first.code or ErrorCode.INVALID_REQUEST),
+        f"no document accepted: {first.filename or 'document 1'}: {first.message}{more}",
+    )
 
 
 async def read_batch(
@@ -147,20 +160,33 @@ async def get_batch(
     return await batch_view(rt, record, limit, offset)
 
 
-@delete("/v1/batches/{batch_id:str}", status_code=200, summary="Cancel a batch's jobs")
+@post("/v1/batches/{batch_id:str}/cancel", status_code=200, summary="Cancel a batch's jobs")
 async def cancel_batch(
     request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
 ) -> dict[str, Any]:
-    """Cancel every job of the batch that has not ended; finished results stay."""
+    """Cancel every job of the batch that has not ended; the batch and finished results stay."""
     rt: Runtime = state.runtime
     tenant = rt.auth.tenant(request.headers)
     await visible_batch(rt, batch_id, tenant)
     cancelled = 0
     for job_id in await rt.batches.job_ids(batch_id):
-        if await rt.store.cancel(job_id, tenant) == "cancelled":
-            cancelled += 1
+        cancelled += await rt.store.cancel(job_id, tenant) == "cancelled"
     return {"id": batch_id, "cancelled": cancelled}
 
 
+@delete("/v1/batches/{batch_id:str}", status_code=200, summary="Delete a batch")
+async def delete_batch(
+    request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
+) -> dict[str, Any]:
+    """Cancel what has not finished, then delete the batch, its jobs and results (then 404)."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+    await visible_batch(rt, batch_id, tenant)
+    for job_id in await rt.batches.job_ids(batch_id):
+        await rt.store.cancel(job_id, tenant, delete=True)
+    await rt.batches.delete(batch_id)
+    return {"id": batch_id, "status": "deleted"}
+
+
 STATUS_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT)
-BATCH_HANDLERS = [submit_batch, get_batch, cancel_batch]
+BATCH_HANDLERS = [submit_batch, get_batch, cancel_batch, delete_batch]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from ocrq.producer.decoding import decode_document, too_large
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.schemas import JobOptions, SubmitBody
+from ocrq.shared.schemas import Inbound, JobOptions
 from ocrq.shared.sniff import SUPPORTED, sniff_media_type
 
 # Room for JSON keys, options, a data-URI prefix and line breaks around the base64 text.
@@ -99,24 +99,51 @@ def sniffed(data: bytes, declared: str | None, filename: str | None) -> str:
     return media_type
 
 
-def decode_json_submission(body: bytes, max_document: int) -> Submission:
+class SubmitWire(Inbound):
+    """SubmitBody as read: options kept as given, to merge over the query's (see Query)."""
+
+    document: Annotated[str, msgspec.Meta(min_length=1)]
+    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Query(msgspec.Struct):
+    """Options and filename from the query string: every format takes them; what the body
+    itself sets (JSON options, form fields) wins field by field."""
+
+    filename: str | None
+    options: dict[str, str]
+
+    @classmethod
+    def of(cls, raw: Mapping[str, str]) -> Query:
+        """Split a query string; an over-long filename is a 400 whatever the format."""
+        options = dict(raw)
+        filename = options.pop("filename", None)
+        if filename is not None and len(filename) > 255:
+            raise OcrqError(ErrorCode.INVALID_REQUEST, "filename: at most 255 characters")
+        parse_options(options)  # invalid query options are refused even when the body wins
+        return cls(filename, options)
+
+
+def decode_json_submission(body: bytes, max_document: int, query: Query) -> Submission:
     """Decode a JSON body (runs in a thread: the base64 can be 13 MB)."""
     try:
-        submit = msgspec.json.decode(body, type=SubmitBody)
+        submit = msgspec.json.decode(body, type=SubmitWire)
     except msgspec.ValidationError as e:
         raise OcrqError(ErrorCode.INVALID_REQUEST, f"body: {e}") from e
     except msgspec.DecodeError as e:
         raise OcrqError(ErrorCode.INVALID_REQUEST, f"body is not valid JSON: {e}") from e
+    options = parse_options({**query.options, **submit.options})
+    filename = submit.filename or query.filename
     declared, data = decode_document(submit.document, max_document)
-    media_type = sniffed(data, declared, submit.filename)
-    return Submission(
-        data=data, media_type=media_type, filename=submit.filename, options=submit.options
-    )
+    media_type = sniffed(data, declared, filename)
+    return Submission(data=data, media_type=media_type, filename=filename, options=options)
 
 
 async def read_json(
-    chunks: AsyncIterator[bytes], max_document: int, decode_gate: asyncio.Semaphore
-) -> Submission:
+    chunks: AsyncIterator[bytes], max_document: int, decode_gate: asyncio.Semaphore,
+    query: Query,
+) -> Submission:  # fmt: skip
     """Format 1: JSON with a base64 or data-URI document.
 
     Decoding runs in a thread, one at a time per process: several decoding threads would
@@ -124,16 +151,15 @@ async def read_json(
     """
     body = await read_bounded(chunks, body_ceiling("application/json", max_document), max_document)
     async with decode_gate:
-        return await asyncio.to_thread(decode_json_submission, body, max_document)
+        return await asyncio.to_thread(decode_json_submission, body, max_document, query)
 
 
 async def read_raw(
-    chunks: AsyncIterator[bytes], declared: str, query: Mapping[str, Any], max_document: int
+    chunks: AsyncIterator[bytes], declared: str, query: Query, max_document: int
 ) -> Submission:
     """Format 3: the raw document as the body, options as query parameters."""
-    query = dict(query)
-    filename = query.pop("filename", None)
-    options = parse_options(query)
+    filename = query.filename
+    options = parse_options(query.options)
     data = await read_bounded(chunks, body_ceiling("raw", max_document), max_document)
     if not data:
         raise OcrqError(ErrorCode.INVALID_REQUEST, "body: empty document")
@@ -182,7 +208,7 @@ class FormParts:
 
 
 async def read_multipart(
-    chunks: AsyncIterator[bytes], boundary: str, max_document: int
+    chunks: AsyncIterator[bytes], boundary: str, max_document: int, query: Query
 ) -> Submission:
     """Format 2: multipart/form-data with one ``file`` part and option fields."""
     parts = FormParts(max_document)
@@ -205,8 +231,8 @@ async def read_multipart(
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, "file: a multipart submission needs a non-empty file part"
         )
-    name = parts.fields.pop("filename", None) or parts.filename
-    options = parse_options(parts.fields)
+    name = parts.fields.pop("filename", None) or query.filename or parts.filename
+    options = parse_options({**query.options, **parts.fields})
     data = bytes(parts.data)
     media_type = sniffed(data, parts.declared, name)
     return Submission(data=data, media_type=media_type, filename=name, options=options)

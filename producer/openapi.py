@@ -35,6 +35,18 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("get", "/v1/jobs/{job_id}/result"): (401, 404, 409, 503),
     ("post", "/v1/jobs/{job_id}/cancel"): (401, 404, 409, 503),
     ("delete", "/v1/jobs/{job_id}"): (401, 404, 503),
+    ("get", "/v1/jobs/{job_id}/events"): (401, 404, 503),
+    ("post", "/v1/batches"): (400, 401, 408, 413, 415, 503),
+    ("get", "/v1/batches/{batch_id}"): (400, 401, 404, 503),
+    ("get", "/v1/batches/{batch_id}/results"): (400, 401, 404, 503),
+    ("get", "/v1/batches/{batch_id}/events"): (401, 404, 503),
+    ("post", "/v1/batches/{batch_id}/cancel"): (401, 404, 503),
+    ("delete", "/v1/batches/{batch_id}"): (401, 404, 503),
+}
+STREAMED = {  # 200 bodies Litestar cannot see: (method, path) -> media types
+    ("get", "/v1/jobs/{job_id}/events"): ("text/event-stream",),
+    ("get", "/v1/batches/{batch_id}/events"): ("text/event-stream",),
+    ("get", "/v1/batches/{batch_id}/results"): ("application/x-ndjson", "application/zip"),
 }
 AUTHENTICATED = frozenset(ROUTE_ERRORS)
 
@@ -108,8 +120,19 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
             responses[str(status)] = error_response(status)
         if settings.api_keys:
             operation["security"] = [{"bearer": []}, {"apiKey": []}]
-    accepted = paths["/v1/jobs"]["post"]["responses"]
-    accepted["200"] = {**accepted["202"], "description": "an Idempotency-Key replayed"}
+    for (method, path), types in STREAMED.items():
+        content = {kind: {"schema": {"type": "string"}} for kind in types}
+        paths[path][method]["responses"]["200"] = {"description": "streamed", "content": content}
+    batches = paths["/v1/batches"]["post"]
+    batches["requestBody"] = batch_body()
+    batches["parameters"] = [
+        p for p in raw_query_parameters() if p["name"] not in ("filename", "lane")
+    ] + batches.get("parameters", [])
+    for parameter in batches["parameters"]:
+        parameter["schema"] = limits.get(parameter["name"], parameter["schema"])
+    for route in ("/v1/jobs", "/v1/batches"):
+        accepted = paths[route]["post"]["responses"]
+        accepted["200"] = {**accepted["202"], "description": "an Idempotency-Key replayed"}
     markdown = {"schema": {"type": "string"}}
     paths["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]["content"]["text/markdown"] = (
         markdown
@@ -158,6 +181,38 @@ def raw_query_parameters() -> list[dict[str, Any]]:
     query += [{"name": name, "in": "query", "schema": spec} for name, spec in options.items()]
     header = {"type": "string", "minLength": 1, "maxLength": 200}
     return [*query, {"name": "Idempotency-Key", "in": "header", "schema": header}]
+
+
+def batch_body() -> dict[str, Any]:
+    """POST /v1/batches: several files (multipart), one ZIP, or JSON with base64 documents."""
+    binary = {"type": "string", "format": "binary"}
+    item = {
+        "type": "object", "required": ["document"],
+        "properties": {"document": {"type": "string", "minLength": 1},
+                       "filename": {"type": "string", "maxLength": 255}},
+    }  # fmt: skip
+    return {
+        "required": True,
+        "description": "The documents: `file` parts (a part may be a ZIP), a ZIP body, or "
+        '{"documents": [...]}. Options go in the query string and apply to every job.',
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "array", "items": binary}},
+                }
+            },
+            "application/zip": {"schema": binary},
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["documents"],
+                    "properties": {"documents": {"type": "array", "items": item}},
+                }
+            },
+        },
+    }
 
 
 def submit_body() -> dict[str, Any]:

@@ -16,6 +16,7 @@ from litestar.params import FromPath, Parameter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ocrq.producer.ingest import (
+    Query,
     Submission,
     body_ceiling,
     read_json,
@@ -52,15 +53,16 @@ async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submi
         if int(declared_length) > body_ceiling(content_type, limit):
             raise OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
     chunks = within(request.stream(), rt.settings.body_timeout_s)
+    query = Query.of(dict(request.query_params.items()))
     if content_type == "application/json":
-        return await read_json(chunks, limit, rt.decode_gate)
+        return await read_json(chunks, limit, rt.decode_gate, query)
     if content_type == "multipart/form-data":
         boundary = params.get("boundary")
         if not boundary:
             raise OcrqError(ErrorCode.INVALID_REQUEST, "multipart boundary missing")
-        return await read_multipart(chunks, boundary, limit)
+        return await read_multipart(chunks, boundary, limit, query)
     if is_raw_document(content_type):
-        return await read_raw(chunks, content_type, dict(request.query_params.items()), limit)
+        return await read_raw(chunks, content_type, query, limit)
     raise OcrqError(
         ErrorCode.UNSUPPORTED_MEDIA_TYPE,
         f"Content-Type {content_type} is not JSON, multipart/form-data, application/pdf, "

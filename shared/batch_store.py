@@ -81,9 +81,12 @@ class BatchStore:
         flat = [item for pair in fields.items() for item in pair]
         idem_key = self.keys.batch_idem(tenant, idem) if idem else ""
         argv: list[ScriptArg] = [batch_id, self.jobs.settings.idempotency_ttl_s, *flat]
-        kind, value = await self.jobs._run(
-            "batch_open", [self.keys.batch(batch_id), idem_key], argv
-        )
+        keys = [self.keys.batch(batch_id), idem_key]
+        kind, value = await self.jobs._run("batch_open", keys, argv)
+        if text(kind) == "dup" and not await self.jobs.redis.exists(self.keys.batch(text(value))):
+            # The key names a batch deleted since: it no longer holds; start afresh.
+            await self.jobs.redis.delete(idem_key)
+            kind, value = await self.jobs._run("batch_open", keys, argv)
         return text(kind) == "ok", text(value)
 
     async def seal(self, batch_id: str, rejected: Sequence[BatchFile]) -> bool:
@@ -94,6 +97,10 @@ class BatchStore:
             msgspec.json.encode(list(rejected)),
         ]  # fmt: skip
         return int(await self.jobs._run("batch_seal", keys, argv)) == 1
+
+    async def delete(self, batch_id: str) -> None:
+        """Remove the batch hash and its job list (its jobs are the caller's business)."""
+        await self.jobs.redis.delete(self.keys.batch(batch_id), self.keys.batch_jobs(batch_id))
 
     async def read(self, batch_id: str) -> BatchRecord | None:
         """The batch hash, decoded; None when there is no such batch."""

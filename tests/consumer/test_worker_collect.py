@@ -188,7 +188,7 @@ async def test_a_steady_interactive_stream_still_lets_batch_in_by_its_share(
 async def test_an_interactive_job_behind_a_long_batch_goes_first(
     store: JobStore, tmp_path: Path
 ) -> None:
-    for i in range(20):
+    for i in range(500):
         await add(store, f"b{i}", lane="batch")
     w = worker(store, tmp_path, batch_share=3)
     assert [(await w.read(1, block_ms=10))[0].job_id for _ in range(5)] == [

@@ -120,14 +120,25 @@ def test_a_json_batch_and_its_idempotency_key(stack: Stack) -> None:
     assert batch_of(stack, first["id"])["counts"]["done"] == 3
 
 
-def test_deleting_a_batch_cancels_what_has_not_finished(stack: Stack) -> None:
+def test_cancelling_a_batch_stops_what_has_not_finished(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
     stack.start_worker(max_jobs=1)
     files = [("file", (f"{i}.png", png(80 + i, 60), "image/png")) for i in range(5)]
     body = httpx.post(f"{stack.api}/v1/batches", files=files).json()
     time.sleep(0.5)
-    r = httpx.delete(f"{stack.api}/v1/batches/{body['id']}")
+    r = httpx.post(f"{stack.api}/v1/batches/{body['id']}/cancel")
     assert r.status_code == 200 and r.json()["cancelled"] >= 4
     view = batch_of(stack, body["id"])
     assert view["counts"]["cancelled"] >= 4 and view["counts"]["total"] == 5
     stack.assert_clean()
+
+
+def test_deleting_a_batch_removes_it_and_its_jobs(stack: Stack) -> None:
+    stack.start_worker()
+    files = [("file", (f"{i}.png", png(80 + i, 60), "image/png")) for i in range(3)]
+    body = httpx.post(f"{stack.api}/v1/batches", files=files).json()
+    batch_of(stack, body["id"])
+    assert httpx.delete(f"{stack.api}/v1/batches/{body['id']}").json()["status"] == "deleted"
+    assert httpx.get(f"{stack.api}/v1/batches/{body['id']}").status_code == 404
+    for job in body["accepted"]:
+        assert httpx.get(f"{stack.api}/v1/jobs/{job['id']}").status_code == 404

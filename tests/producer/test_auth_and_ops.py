@@ -131,3 +131,20 @@ def test_a_console_log_keeps_access_lines_at_debug_level(
     capfd.readouterr()
     assert chatty.get("/healthz").status_code == 200
     assert "request" in capfd.readouterr().err
+
+
+def test_a_batch_is_visible_only_to_its_tenant(secured: TestClient[Any]) -> None:
+    acme, globex = {"x-api-key": "key-acme"}, {"x-api-key": "key-globex"}
+    files = [("file", ("a.pdf", small_pdf(), "application/pdf"))]
+    batch_id = secured.post("/v1/batches", files=files, headers=acme).json()["id"]
+    assert secured.get(f"/v1/batches/{batch_id}", headers=acme).status_code == 200
+    for method, path in [
+        ("get", f"/v1/batches/{batch_id}"),
+        ("get", f"/v1/batches/{batch_id}/results"),
+        ("get", f"/v1/batches/{batch_id}/events"),
+        ("post", f"/v1/batches/{batch_id}/cancel"),
+        ("delete", f"/v1/batches/{batch_id}"),
+    ]:
+        r = getattr(secured, method)(path, headers=globex)
+        assert r.status_code == 404 and r.json()["code"] == "not_found", (method, path)
+    assert secured.post("/v1/batches", files=files).status_code == 401
