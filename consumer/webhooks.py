@@ -50,6 +50,7 @@ class WebhookSender:
         self.secrets = parse_secrets(settings.webhook_secrets)
         self.slots = asyncio.Semaphore(CONCURRENCY)
         self.tasks: set[asyncio.Task[None]] = set()
+        self.delivering: set[str] = set()  # entries a task of ours is on (a reclaim finds them)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until stop; unfinished deliveries stay pending for another worker."""
@@ -97,8 +98,9 @@ class WebhookSender:
         for _, new in reply or []:
             entries += new
         for entry_id, fields in entries:
-            if fields:
+            if fields and text(entry_id) not in self.delivering:
                 d = Delivery(text(entry_id), text(fields[b"kind"]), text(fields[b"id"]))
+                self.delivering.add(d.entry)
                 task = asyncio.create_task(self._deliver(d))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
@@ -107,8 +109,15 @@ class WebhookSender:
         async with self.slots:
             try:
                 await self._attempts(d)
-            finally:
                 await through_outages(lambda: self._ack(d), "webhook ack")
+            finally:
+                self.delivering.discard(d.entry)
+
+    async def _hold(self, d: Delivery) -> None:
+        """Reset the entry's idle time: a delivery still being retried is not for a reclaim."""
+        await self.store.redis.xclaim(
+            self.keys.webhooks, self.keys.webhook_group, self.me, 0, [d.entry], justid=True
+        )
 
     async def _ack(self, d: Delivery) -> None:
         await self.store.redis.xack(self.keys.webhooks, self.keys.webhook_group, d.entry)
@@ -136,6 +145,7 @@ class WebhookSender:
                 return
             await through_outages(lambda: self._record(d, state), "webhook state")
             await asyncio.sleep(min(backoff.next_delay(), max(0.0, deadline - time.time())))
+            await through_outages(lambda: self._hold(d), "webhook hold")
 
     async def _send(
         self, d: Delivery, url: str, tenant: str, body: bytes, state: WebhookState

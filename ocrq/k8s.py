@@ -90,10 +90,12 @@ def redis_target(settings: Settings, namespace: str) -> dict[str, str]:
 
 def keda_acl_rules(settings: Settings) -> str:
     """Redis ACL rules for KEDA's user: read-only INFO/XINFO GROUPS/XPENDING/XLEN on the lanes."""
-    pattern = _glob_escape(Keys(settings.prefix).stream("")) + "*"
+    keys = Keys(settings.prefix)
+    pattern = _glob_escape(keys.stream("")) + "*"
+    hooks = _glob_escape(keys.webhooks)
     # INFO: KEDA checks the server is 7+ before reading lag; XLEN: its fallback when the
     # group is missing; PING: client health checks. Everything else is denied.
-    return f"~{pattern} resetchannels -@all +info +xinfo|groups +xpending +xlen +ping"
+    return f"~{pattern} ~{hooks} resetchannels -@all +info +xinfo|groups +xpending +xlen +ping"
 
 
 def _glob_escape(text: str) -> str:
@@ -136,6 +138,20 @@ def lane_triggers(
         triggers.append(_stream_trigger(f"{lane}-lag", stream, target, keys.group, lag))
         triggers.append(_stream_trigger(f"{lane}-pending", stream, target, keys.group, pending))
     return triggers
+
+
+def webhook_triggers(settings: Settings, namespace: str) -> list[dict[str, Any]]:
+    """Keep a worker while webhook deliveries wait or retry (scale-to-zero waits for them)."""
+    keys = Keys(settings.prefix)
+    target = redis_target(settings, namespace)
+    # A worker or two deliver every webhook: the targets are high, these only keep one up.
+    lag = {"lagCount": "1000"}
+    pending = {"pendingEntriesCount": "1000"}
+    group = keys.webhook_group
+    return [
+        _stream_trigger("webhooks-lag", keys.webhooks, target, group, lag),
+        _stream_trigger("webhooks-pending", keys.webhooks, target, group, pending),
+    ]
 
 
 def trigger_authentication() -> dict[str, Any]:
@@ -199,7 +215,10 @@ def consumer_scaled_object(settings: Settings, namespace: str, max_replicas: int
                 "restoreToOriginalReplicaCount": False,
                 "horizontalPodAutoscalerConfig": {"behavior": behavior},
             },
-            "triggers": lane_triggers(settings, namespace, per_worker, per_worker),
+            "triggers": [
+                *lane_triggers(settings, namespace, per_worker, per_worker),
+                *webhook_triggers(settings, namespace),
+            ],
         },
     }
 

@@ -62,7 +62,7 @@ def test_one_lag_and_one_pending_trigger_per_lane_with_explicit_lag_count() -> N
     settings = load_settings({})
     obj = k8s.consumer_scaled_object(settings, "ocrq", 8)
     triggers = obj["spec"]["triggers"]
-    assert len(triggers) == 2 * len(LANES)
+    assert len(triggers) == 2 * len(LANES) + 2  # + the webhook deliveries' stream
     keys = Keys(settings.prefix)
     for lane in LANES:
         lag = next(t for t in triggers if t["name"] == f"{lane}-lag")["metadata"]
@@ -78,6 +78,17 @@ def test_one_lag_and_one_pending_trigger_per_lane_with_explicit_lag_count() -> N
         assert lag["activationLagCount"] == pending["activationLagCount"] == "0"
     assert all(t["type"] == "redis-streams" for t in triggers)
     assert all(t["authenticationRef"]["name"] == k8s.TRIGGER_AUTH for t in triggers)
+
+
+def test_webhook_deliveries_keep_a_worker_until_they_are_done() -> None:
+    settings = load_settings({})
+    triggers = k8s.consumer_scaled_object(settings, "ocrq", 8)["spec"]["triggers"]
+    hooks = {t["name"]: t["metadata"] for t in triggers if t["name"].startswith("webhooks")}
+    assert set(hooks) == {"webhooks-lag", "webhooks-pending"}
+    for meta in hooks.values():
+        assert meta["stream"] == Keys(settings.prefix).webhooks
+        assert meta["consumerGroup"] == "webhooks" and meta["activationLagCount"] == "0"
+    assert "~ocrq:webhooks" in k8s.keda_acl_rules(settings)
 
 
 def test_consumer_scales_from_zero_with_gentle_scale_down() -> None:
