@@ -22,9 +22,9 @@ from ocrq.consumer.retry import Backoff, through_outages
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.record import Field, text
 from ocrq.shared.schemas import WebhookState
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, parse_webhook_secrets
 from ocrq.shared.store import JobStore
-from ocrq.shared.webhooks import check_target, parse_secrets, signature
+from ocrq.shared.webhooks import check_target, signature
 
 log = structlog.get_logger("ocrq.webhooks")
 CONCURRENCY = 8
@@ -47,7 +47,7 @@ class WebhookSender:
         self.settings, self.store, self.http, self.me = settings, store, http, me
         self.batches = BatchStore(store)
         self.keys = store.keys
-        self.secrets = parse_secrets(settings.webhook_secrets)
+        self.secrets = parse_webhook_secrets(settings.webhook_secrets)
         self.slots = asyncio.Semaphore(CONCURRENCY)
         self.tasks: set[asyncio.Task[None]] = set()
         self.delivering: set[str] = set()  # entries a task of ours is on (a reclaim finds them)

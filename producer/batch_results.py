@@ -14,7 +14,7 @@ from litestar.params import FromPath, Parameter
 from litestar.response import Stream
 
 from ocrq.producer.batch_views import visible_batch
-from ocrq.producer.runtime import Runtime
+from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.record import Field, JobRecord
 from ocrq.shared.schemas import TERMINAL, Status
 
@@ -117,8 +117,7 @@ async def batch_results(
     request: Request[Any, Any, Any], state: State, batch_id: FromPath[str], format: Format = None
 ) -> Stream:
     """Every ended job's result, streamed, in submission order."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
     await visible_batch(rt, batch_id, tenant)
     wants_zip = format == "zip" or (
         format is None and "application/zip" in request.headers.get("accept", "")

@@ -23,7 +23,7 @@ from ocrq.producer.batch_views import batch_accepted, batch_view, visible_batch
 from ocrq.producer.ingest import parse_options, sniffed, within
 from ocrq.producer.jobs import iso, new_job_id
 from ocrq.producer.options import check_options
-from ocrq.producer.runtime import Runtime
+from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import BatchAccepted, BatchFile, BatchView, ErrorBody, JobOptions
@@ -87,8 +87,7 @@ async def enqueue_part(
 @post("/v1/batches", status_code=202, request_max_body_size=None, summary="Submit a batch")
 async def submit_batch(request: Request[Any, Any, Any], state: State) -> Response[BatchAccepted]:
     """Enqueue every document of the request as a job of one batch, each as soon as read."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
     options = await batch_options(request, tenant, rt)
     documents = documents_of(request, rt)
     idem = request.headers.get("idempotency-key")
@@ -154,8 +153,7 @@ async def get_batch(
     limit: PageLimit = 100, offset: PageOffset = 0,
 ) -> BatchView:  # fmt: skip
     """Counts by status, pages done/total, timestamps, and a page of its jobs in order."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
     record = await visible_batch(rt, batch_id, tenant)
     return await batch_view(rt, record, limit, offset)
 
@@ -165,8 +163,7 @@ async def cancel_batch(
     request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
 ) -> dict[str, Any]:
     """Cancel every job of the batch that has not ended; the batch and finished results stay."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
     await visible_batch(rt, batch_id, tenant)
     cancelled = 0
     for job_id in await rt.batches.job_ids(batch_id):
@@ -179,8 +176,7 @@ async def delete_batch(
     request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
 ) -> dict[str, Any]:
     """Cancel what has not finished, then delete the batch, its jobs and results (then 404)."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
     await visible_batch(rt, batch_id, tenant)
     for job_id in await rt.batches.job_ids(batch_id):
         await rt.store.cancel(job_id, tenant, delete=True)

@@ -21,7 +21,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from ocrq.producer.batch_views import batch_status, tenants_batch
 from ocrq.producer.jobs import job_summary, visible
-from ocrq.producer.runtime import Runtime
+from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.record import Field
 from ocrq.shared.schemas import TERMINAL, Base, BatchCounts
 
@@ -70,8 +70,7 @@ async def job_events(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
 ) -> ServerSentEvent:
     """Status and pages of one job, live, until it ends."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
 
     async def read() -> Snapshot:
         fetched = await rt.flights.read(
@@ -92,8 +91,7 @@ async def batch_events(
     request: Request[Any, Any, Any], state: State, batch_id: FromPath[str]
 ) -> ServerSentEvent:
     """Counts of one batch, live, until every job has ended."""
-    rt: Runtime = state.runtime
-    tenant = rt.auth.tenant(request.headers)
+    rt, tenant = caller(request, state)
 
     async def read() -> Snapshot:
         fetched = await rt.flights.read(f"batch:{batch_id}", lambda: rt.batches.read(batch_id))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import check_profile
 from ocrq.shared.schemas import JobOptions
-from ocrq.shared.settings import Settings
-from ocrq.shared.webhooks import check_target, parse_secrets
+from ocrq.shared.settings import Settings, parse_webhook_secrets
+from ocrq.shared.webhooks import check_target
 
 
 async def check_options(options: JobOptions, tenant: str, settings: Settings) -> None:
@@ -21,7 +21,7 @@ async def check_options(options: JobOptions, tenant: str, settings: Settings) ->
     if options.profile is not None:
         check_profile(options.profile, settings.engine_name, settings.vllm_model)
     if options.callback_url is not None:
-        if tenant not in parse_secrets(settings.webhook_secrets):
+        if tenant not in parse_webhook_secrets(settings.webhook_secrets):
             raise OcrqError(
                 ErrorCode.INVALID_REQUEST,
                 "callback_url: no webhook secret is configured for your tenant "

@@ -26,7 +26,7 @@ from ocrq.producer.ingest import (
 )
 from ocrq.producer.jobs import iso, job_summary, job_view, new_job_id, visible
 from ocrq.producer.options import check_options
-from ocrq.producer.runtime import Runtime
+from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import ACTIVE, Accepted, JobList, JobView, Status
@@ -85,9 +85,7 @@ def is_raw_document(content_type: str) -> bool:
 @post("/v1/jobs", status_code=202, request_max_body_size=None, summary="Submit a document")
 async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[Accepted]:
     """Validate an upload and enqueue it in one atomic step."""
-    rt = runtime_of(state)
-    tenant = rt.auth.tenant(request.headers)
-    structlog.contextvars.bind_contextvars(tenant=tenant)
+    rt, tenant = caller(request, state)
     sub = await read_submission(request, rt)
     await check_options(sub.options, tenant, rt.settings)
     idem = request.headers.get("idempotency-key")
@@ -131,9 +129,7 @@ async def list_jobs(
     request: Request[Any, Any, Any], state: State, limit: ListLimit = 20, offset: ListOffset = 0
 ) -> JobList:
     """A page of the caller's jobs (at most OCRQ_TENANT_INDEX_SIZE are remembered)."""
-    rt = runtime_of(state)
-    tenant = rt.auth.tenant(request.headers)
-    structlog.contextvars.bind_contextvars(tenant=tenant)
+    rt, tenant = caller(request, state)
     # One more than asked: whether another page follows, without counting the set.
     rows = await rt.store.recent_jobs(tenant, limit + 1, offset, SUMMARY_FIELDS)
     more = len(rows) > limit
@@ -146,9 +142,7 @@ async def get_job(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str], wait: WaitSeconds = 0
 ) -> Response[JobView]:
     """Poll a job; ``?wait=N`` returns as soon as it changes (one pub/sub per process)."""
-    rt = runtime_of(state)
-    tenant = rt.auth.tenant(request.headers)
-    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    rt, tenant = caller(request, state, job_id=job_id)
     if wait > rt.settings.max_wait_s:
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, f"wait: at most {rt.settings.max_wait_s} seconds"
@@ -177,9 +171,7 @@ async def get_result(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
 ) -> Response[Any]:
     """Result JSON; ``Accept: text/markdown`` returns the Markdown alone."""
-    rt = runtime_of(state)
-    tenant = rt.auth.tenant(request.headers)
-    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    rt, tenant = caller(request, state, job_id=job_id)
     names = (Field.STATUS, Field.TENANT, Field.RESULT, Field.ERROR)
     record = visible(job_id, await rt.store.read(job_id, names), tenant)
     stored = record.result
@@ -207,9 +199,7 @@ async def cancel_job(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
 ) -> dict[str, str]:
     """Queued or processing → cancelled (its worker stops it); the job and its error stay."""
-    rt = runtime_of(state)
-    tenant = rt.auth.tenant(request.headers)
-    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    rt, tenant = caller(request, state, job_id=job_id)
     outcome = await rt.store.cancel(job_id, tenant)
     if outcome == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
@@ -223,9 +213,7 @@ async def delete_job(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
 ) -> dict[str, str]:
     """Delete the job and its result; an active job is cancelled first. Then 404."""
-    rt = runtime_of(state)
-    tenant = rt.auth.tenant(request.headers)
-    structlog.contextvars.bind_contextvars(tenant=tenant, job_id=job_id)
+    rt, tenant = caller(request, state, job_id=job_id)
     if await rt.store.cancel(job_id, tenant, delete=True) == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
     return {"id": job_id, "status": "deleted"}

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from litestar import Request
+from litestar.datastructures import State
 
 from ocrq.producer.auth import Authenticator
 from ocrq.producer.events import EventHub
@@ -26,3 +31,12 @@ class Runtime:
     batches: BatchStore
     flights: SingleFlight = field(default_factory=SingleFlight)  # shared reads (live events)
     decode_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+
+
+def caller(request: Request[Any, Any, Any], state: State, **context: str) -> tuple[Runtime, str]:
+    """The process's clients and the caller's tenant (401 without a valid key), both bound
+    to the request's log lines with ``context`` (job_id=…, batch_id=…)."""
+    rt: Runtime = state.runtime
+    tenant = rt.auth.tenant(request.headers)
+    structlog.contextvars.bind_contextvars(tenant=tenant, **context)
+    return rt, tenant

@@ -8,8 +8,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from ocrq.shared.webhooks import parse_secrets
-
 LANES: tuple[str, ...] = ("interactive", "batch")
 GROUP = "workers"
 
@@ -100,15 +98,25 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return parse_api_keys(self.api_keys)
 
 
-def parse_api_keys(raw: str) -> dict[str, str]:
-    """Parse ``tenant:key,tenant:key`` into {key: tenant}; a malformed entry is an error."""
-    keys: dict[str, str] = {}
+def parse_tenant_pairs(raw: str, setting: str, what: str) -> list[tuple[str, str]]:
+    """Parse ``tenant:value,tenant:value``; a malformed entry is an error naming the setting."""
+    pairs: list[tuple[str, str]] = []
     for item in filter(None, (part.strip() for part in raw.split(","))):
-        tenant, sep, key = item.partition(":")
-        if not sep or not tenant or not key:
-            raise ValueError(f"OCRQ_API_KEYS entry {item!r} is not tenant:key")
-        keys[key] = tenant
-    return keys
+        tenant, sep, value = item.partition(":")
+        if not sep or not tenant or not value:
+            raise ValueError(f"{setting} entry {item!r} is not tenant:{what}")
+        pairs.append((tenant, value))
+    return pairs
+
+
+def parse_api_keys(raw: str) -> dict[str, str]:
+    """``tenant:key,tenant:key`` (OCRQ_API_KEYS) as {key: tenant}."""
+    return {key: tenant for tenant, key in parse_tenant_pairs(raw, "OCRQ_API_KEYS", "key")}
+
+
+def parse_webhook_secrets(raw: str) -> dict[str, str]:
+    """``tenant:secret,tenant:secret`` (OCRQ_WEBHOOK_SECRETS) as {tenant: secret}."""
+    return dict(parse_tenant_pairs(raw, "OCRQ_WEBHOOK_SECRETS", "secret"))
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -125,5 +133,5 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     except msgspec.ValidationError as e:
         raise ValueError(f"invalid OCRQ_* setting: {e}") from e
     parse_api_keys(settings.api_keys)
-    parse_secrets(settings.webhook_secrets)
+    parse_webhook_secrets(settings.webhook_secrets)
     return settings

@@ -18,17 +18,6 @@ from urllib.parse import urlsplit
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 
-def parse_secrets(raw: str) -> dict[str, str]:
-    """``tenant:secret,tenant:secret`` → {tenant: secret}; a malformed entry is an error."""
-    secrets: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in raw.split(","))):
-        tenant, sep, secret = item.partition(":")
-        if not sep or not tenant or not secret:
-            raise ValueError(f"OCRQ_WEBHOOK_SECRETS entry {item!r} is not tenant:secret")
-        secrets[tenant] = secret
-    return secrets
-
-
 def signature(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     """The ``webhook-signature`` header of a body."""
     signed = f"{msg_id}.{timestamp}.".encode() + body
