@@ -41,7 +41,10 @@ def run_producer(argv: list[str]) -> int:
     )  # fmt: skip
     parser.add_argument("--host", default=settings.host, help="address to listen on (OCRQ_HOST)")
     parser.add_argument("--port", type=int, default=settings.port, help="port (OCRQ_PORT)")
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument(
+        "--workers", type=int, default=settings.producer_workers or cores(),
+        help="uvicorn processes, one per core by default (OCRQ_PRODUCER_WORKERS)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     uvicorn.run(
         "ocrq.producer.app:create_app",
@@ -55,6 +58,11 @@ def run_producer(argv: list[str]) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def run_worker(argv: list[str]) -> int:

@@ -26,11 +26,12 @@ from ocrq.producer.openapi import openapi_config, swagger_assets
 from ocrq.producer.routes import HANDLERS
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.batch_store import BatchStore
+from ocrq.shared.enqueue import store_full
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.logging import configure_logging, renders_json
 from ocrq.shared.schemas import ErrorBody
 from ocrq.shared.settings import Settings, load_settings
-from ocrq.shared.store import REDIS_DOWN, JobStore, is_oom, make_redis, store_full
+from ocrq.shared.store import REDIS_DOWN, JobStore, is_oom, make_redis
 
 log = structlog.get_logger("ocrq.producer")
 

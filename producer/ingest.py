@@ -125,8 +125,34 @@ class Query(msgspec.Struct):
         return cls(filename, options)
 
 
+class SubmitPlain(Inbound):
+    """SubmitWire for the usual spelling: standard padded base64 msgspec decodes natively."""
+
+    document: bytes
+    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 def decode_json_submission(body: bytes, max_document: int, query: Query) -> Submission:
     """Decode a JSON body (runs in a thread: the base64 can be 13 MB)."""
+    try:  # the fast path: msgspec's own base64 decoder, in C
+        plain = msgspec.json.decode(body, type=SubmitPlain)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return decode_json_slowly(body, max_document, query)  # data URIs, line breaks, …
+    if len(plain.document) > max_document:
+        raise too_large(max_document)
+    if not plain.document:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, "document: empty")
+    options = parse_options({**query.options, **plain.options})
+    filename = plain.filename or query.filename
+    media_type = sniffed(plain.document, None, filename)
+    return Submission(
+        data=plain.document, media_type=media_type, filename=filename, options=options
+    )
+
+
+def decode_json_slowly(body: bytes, max_document: int, query: Query) -> Submission:
+    """Every other accepted spelling of the document, decoded slice by slice."""
     try:
         submit = msgspec.json.decode(body, type=SubmitWire)
     except msgspec.ValidationError as e:

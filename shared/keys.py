@@ -16,7 +16,7 @@ from importlib import resources
 from ocrq.shared.settings import GROUP, LANES
 
 SCRIPT_NAMES = (
-    "enqueue", "claim", "progress", "finish", "touch", "release", "poison", "cancel", "prune",
+    "claim", "progress", "finish", "touch", "release", "poison", "cancel", "prune",
     "batch_open", "batch_seal", "webhook_state",
 )  # fmt: skip
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)

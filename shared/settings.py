@@ -28,6 +28,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # --- producer ---
     host: str = "127.0.0.1"
     port: int = 8000
+    producer_workers: int = 0  # uvicorn processes of `ocrq producer`; 0: one per core
     max_document_bytes: int = 10 * 1024 * 1024
     # A request body must arrive within this (10 MB at >= 90 kB/s); headers within 10 s
     # (producer/server.py). A trickling client cannot hold a connection for ever.

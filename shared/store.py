@@ -13,6 +13,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ocrq.shared.enqueue import NewJob
+from ocrq.shared.enqueue import enqueue as write_new_job
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
 from ocrq.shared.record import (
@@ -37,15 +39,6 @@ REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutErr
 def is_oom(error: Exception) -> bool:
     """True for Redis refusing a write at maxmemory (the noeviction policy)."""
     return isinstance(error, OutOfMemoryError)
-
-
-def store_full() -> OcrqError:
-    """The 503 for an upload that Redis has no memory left for."""
-    return OcrqError(
-        ErrorCode.UNAVAILABLE,
-        "the job store is full (Redis maxmemory): retry once queued jobs have been processed",
-        retry_after=30,
-    )
 
 
 def now_ms() -> int:
@@ -112,30 +105,8 @@ class JobStore:
 
         Returns (created, job_id): a replayed Idempotency-Key gives (False, the first job).
         """
-        flat: list[ScriptArg] = []
-        for name, value in fields.items():
-            flat += [name, value]
-        s = self.settings
-        created = fields.get(Field.CREATED_AT) or now_ms()
-        argv: list[ScriptArg] = [
-            job_id, s.max_backlog, batch, s.idempotency_ttl_s, self.keys.group,
-            created, s.tenant_index_size, s.result_ttl_s,
-        ]  # fmt: skip
-        index = self.keys.tenant_jobs(text(fields.get(Field.TENANT, "")))
-        keys = [
-            self.keys.job(job_id), self.keys.stream(lane), idem or "", index,
-            self.keys.batch(batch), self.keys.batch_jobs(batch),
-        ]  # fmt: skip
-        try:
-            kind, value = await self._run("enqueue", keys, argv + flat)
-        except OutOfMemoryError as e:
-            raise store_full() from e
-        kind, value = text(kind), text(value)
-        if kind == "full":
-            raise OcrqError(
-                ErrorCode.QUEUE_FULL, f"the {lane} lane holds {value} jobs", retry_after=5
-            )
-        return kind == "ok", value
+        new = NewJob(self.keys, job_id, lane, fields, batch)
+        return await write_new_job(self.redis, self.settings, new, idem)
 
     async def read(self, job_id: str, names: Sequence[Field] = POLL_FIELDS) -> JobRecord:
         """HMGET the named fields (never the payload unless asked by name), decoded."""

@@ -153,7 +153,10 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) 
 def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
     """`ocrq producer` with extra OCRQ_* settings (names without prefix); process and URL."""
     port = free_port()
-    settings = {"REDIS_URL": redis_url, "LOG_FORMAT": "json", "LOG_LEVEL": "warning"}
+    settings = {
+        "REDIS_URL": redis_url, "LOG_FORMAT": "json", "LOG_LEVEL": "warning",
+        "PRODUCER_WORKERS": "1",  # one process is enough for a test, and starts faster
+    }  # fmt: skip
     settings.update({k.upper(): v for k, v in env.items()})
     full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in settings.items()}}
     proc = subprocess.Popen(

@@ -9,6 +9,10 @@ import pytest
 import redis
 from payloads import b64, small_pdf
 
+from ocrq.shared.enqueue import NewJob
+from ocrq.shared.record import Field
+from ocrq.shared.store import JobStore
+
 REQUIRED = {b"status", b"tenant", b"media_type", b"size", b"lane", b"options", b"created_at",
             b"payload"}  # fmt: skip
 
@@ -38,3 +42,19 @@ async def test_concurrent_submits_leave_every_entry_naming_a_complete_job(
         assert REQUIRED <= set(r.hkeys(f"ocrq:job:{job_id}")), job_id
         assert r.ttl(f"ocrq:job:{job_id}") == -1  # queued: it lives as long as its entry
     r.close()
+
+
+async def test_a_producer_that_dies_between_the_checks_and_exec_writes_nothing(
+    store: JobStore,
+) -> None:
+    # What enqueue does, cut where a crash could cut it: after the reads, inside MULTI.
+    new = NewJob(store.keys, "lost", "interactive", {Field.TENANT: "t", Field.STATUS: "queued"}, "")
+    async with store.redis.pipeline(transaction=True) as pipe:
+        await pipe.watch("ocrq:idem:t:k")
+        await pipe.get("ocrq:idem:t:k")
+        pipe.multi()
+        pipe.hset(new.job, mapping={"status": "queued"})
+        pipe.xadd(new.stream, new.entry())
+        await pipe.reset()  # the connection goes away before EXEC
+    assert await store.redis.exists(new.job) == 0
+    assert await store.redis.xlen(new.stream) == 0

@@ -6,8 +6,9 @@ import msgspec
 import pytest
 from lua_calls import read_script
 
+from ocrq.shared.enqueue import NewJob
 from ocrq.shared.errors import ErrorCode
-from ocrq.shared.keys import SCRIPT_NAMES, load_script
+from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
 from ocrq.shared.record import (
     DEAD_ENTRY_FIELDS,
     ENTRY_BATCH,
@@ -35,8 +36,11 @@ def test_scripts_touch_only_declared_fields_and_statuses(name: str) -> None:
 
 
 def test_stream_entries_carry_the_declared_fields() -> None:
-    enqueue = read_script(load_script("enqueue")).entry_fields
-    assert enqueue == {"stream": {ENTRY_JOB_ID, ENTRY_BATCH}}
+    keys = Keys("ocrq:")
+    alone = NewJob(keys, "j1", "interactive", {Field.TENANT: "t"}, batch="")
+    in_batch = NewJob(keys, "j2", "batch", {Field.TENANT: "t"}, batch="b1")
+    assert alone.entry() == {ENTRY_JOB_ID: "j1"}
+    assert in_batch.entry() == {ENTRY_JOB_ID: "j2", ENTRY_BATCH: "b1"}
     poison = read_script(load_script("poison")).entry_fields
     assert poison == {"dead": set(DEAD_ENTRY_FIELDS), "hooks": set(HOOK_FIELDS)}
 

@@ -1,0 +1,127 @@
+"""Writing a new job: two reads that check, then one MULTI/EXEC that writes everything.
+
+A document (up to 10 MB) passed to a Lua script is copied into and through Lua; the same
+writes in MULTI/EXEC go straight to the hash (measured in BENCHMARKS.md). So the checks
+(the Idempotency-Key, the lane's backlog) are plain reads, and the job hash, its stream
+entry, the idempotency key, the tenant index and the batch's counters are one transaction:
+nothing can see a stream entry without its job, and a producer that dies between the reads
+and EXEC has written nothing. The Idempotency-Key is WATCHed, as arq does: two uploads with
+one key race to EXEC; the loser's transaction is void and it answers with the winner's job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ExecAbortError, OutOfMemoryError, ResponseError, WatchError
+
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.keys import Keys
+from ocrq.shared.record import ENTRY_BATCH, ENTRY_JOB_ID, Field, text
+from ocrq.shared.settings import Settings
+
+
+class NewJob:
+    """One job to write: its keys and fields, as the store composed them."""
+
+    def __init__(
+        self, keys: Keys, job_id: str, lane: str, fields: Mapping[str, Any], batch: str
+    ) -> None:
+        self.keys, self.job_id, self.lane, self.batch = keys, job_id, lane, batch
+        self.fields = fields
+        self.job = keys.job(job_id)
+        self.stream = keys.stream(lane)
+        self.index = keys.tenant_jobs(text(fields.get(Field.TENANT, "")))
+        self.created = int(fields.get(Field.CREATED_AT) or 0)
+
+    def entry(self) -> dict[str, str]:
+        """The stream entry: the job id, and its batch when it has one."""
+        fields = {ENTRY_JOB_ID: self.job_id}
+        if self.batch:
+            fields[ENTRY_BATCH] = self.batch
+        return fields
+
+
+async def enqueue(
+    redis: aioredis.Redis, settings: Settings, new: NewJob, idem: str | None
+) -> tuple[bool, str]:
+    """Write the job unless its Idempotency-Key names a live one; (created, job id)."""
+    async with redis.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                if idem:
+                    await pipe.watch(idem)
+                prior = await _prior_job(pipe, new, idem)  # immediate: the pipe is WATCHing
+                if prior is not None:
+                    return False, prior
+                await _check_backlog(redis, settings, new)
+                pipe.multi()  # type: ignore[no-untyped-call]
+                _write(pipe, settings, new, idem)
+                await _execute(pipe)
+                return True, new.job_id
+            except WatchError:  # another upload with the same key won the race: look again
+                continue
+
+
+async def _prior_job(pipe: Any, new: NewJob, idem: str | None) -> str | None:
+    """The live job an Idempotency-Key already names, if any."""
+    if not idem:
+        return None
+    prior = await pipe.get(idem)
+    if prior is None or not await pipe.exists(new.keys.job(text(prior))):
+        return None
+    return text(prior)
+
+
+async def _check_backlog(redis: aioredis.Redis, settings: Settings, new: NewJob) -> None:
+    """Refuse when the lane holds max_backlog entries (waiting plus in flight, XLEN).
+
+    A read outside the transaction: the limit is a soft one (a few concurrent uploads may
+    pass it together), which keeps uploads from aborting each other's transactions.
+    """
+    backlog = int(await redis.xlen(new.stream))
+    if backlog >= settings.max_backlog:
+        raise OcrqError(
+            ErrorCode.QUEUE_FULL, f"the {new.lane} lane holds {backlog} jobs", retry_after=5
+        )
+
+
+def _write(pipe: Any, settings: Settings, new: NewJob, idem: str | None) -> None:
+    """Queue every write of the transaction."""
+    pipe.hset(new.job, mapping=dict(new.fields))
+    # The group must exist at id 0 before the first entry, or KEDA reads a missing lag;
+    # BUSYGROUP (it exists) is the usual answer and is ignored.
+    pipe.xgroup_create(new.stream, new.keys.group, id="0", mkstream=True)
+    pipe.xadd(new.stream, new.entry())
+    if idem:
+        pipe.set(idem, new.job_id, ex=settings.idempotency_ttl_s)
+    pipe.zadd(new.index, {new.job_id: new.created})
+    pipe.zremrangebyrank(new.index, 0, -settings.tenant_index_size - 1)
+    pipe.expire(new.index, settings.result_ttl_s)
+    if new.batch:
+        pipe.hincrby(new.keys.batch(new.batch), "total", 1)
+        pipe.rpush(new.keys.batch_jobs(new.batch), new.job_id)
+
+
+async def _execute(pipe: Any) -> None:
+    """EXEC; Redis at maxmemory refuses the whole transaction (nothing is written)."""
+    try:
+        results = await pipe.execute(raise_on_error=False)
+    except (ExecAbortError, OutOfMemoryError) as e:
+        raise store_full() from e
+    for result in results:
+        if isinstance(result, ResponseError) and "BUSYGROUP" not in str(result):
+            if isinstance(result, OutOfMemoryError):
+                raise store_full() from result
+            raise result
+
+
+def store_full() -> OcrqError:
+    """The 503 for an upload that Redis has no memory left for."""
+    return OcrqError(
+        ErrorCode.UNAVAILABLE,
+        "the job store is full (Redis maxmemory): retry once queued jobs have been processed",
+        retry_after=30,
+    )
