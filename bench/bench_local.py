@@ -4,7 +4,7 @@
 
 Builds an N-page scanned-style PDF in memory (each page is a picture of text, no text
 layer), rasterises every page with PyMuPDF into PNG files (timed), then OCRs them through
-LocalEngine (timed separately) once per worker count, side by side in one run.
+RapidOcrEngine (timed separately) once per worker count, side by side in one run.
 """
 
 # PyMuPDF ships partial annotations: its constructors and methods are untyped.
@@ -20,7 +20,6 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 import argparse
 import asyncio
 import difflib
-import random
 import sys
 import tempfile
 import time
@@ -31,16 +30,11 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ocrq.consumer.engines.base import PageImage
-from ocrq.consumer.engines.local import LocalEngine
-from ocrq.shared.settings import load_settings
+from sample_documents import scanned_pdf
 
-VOCABULARY = (
-    "invoice payment customer account balance delivery order quantity price total "
-    "contract service period amount currency schedule report quarter revenue margin "
-    "shipment warehouse supplier address reference number date signature approval"
-).split()
-SCAN_DPI = 200  # resolution of the "scanner" that made the image pages
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.rapidocr import RapidOcrEngine
+from ocrq.shared.settings import load_settings
 
 
 @dataclass(frozen=True)
@@ -56,33 +50,6 @@ class Row:
     @property
     def pages_per_s(self) -> float:
         return self.pages / self.ocr_s
-
-
-def page_text(rng: random.Random, number: int) -> str:
-    """A heading and a few paragraphs of pseudo-business prose."""
-    paragraphs = [
-        " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(40, 70))).capitalize() + "."
-        for _ in range(4)
-    ]
-    return f"Quarterly report page {number}\n\n" + "\n\n".join(paragraphs)
-
-
-def scanned_pdf(pages: int, seed: int = 1) -> tuple[bytes, list[str]]:
-    """An N-page PDF whose pages are only images of text; returns it and each page's text."""
-    rng = random.Random(seed)
-    texts = [page_text(rng, n) for n in range(1, pages + 1)]
-    out = pymupdf.open()
-    for text in texts:
-        source = pymupdf.open()
-        page = source.new_page(width=595, height=842)
-        page.insert_textbox(pymupdf.Rect(60, 60, 535, 782), text, fontsize=12, fontname="helv")
-        scan = page.get_pixmap(dpi=SCAN_DPI, colorspace=pymupdf.csGRAY)
-        target = out.new_page(width=595, height=842)
-        target.insert_image(target.rect, stream=scan.tobytes("png"))
-        source.close()
-    data = out.tobytes()
-    out.close()
-    return data, texts
 
 
 def rasterise(pdf: bytes, dpi: int, folder: Path) -> list[PageImage]:
@@ -129,7 +96,7 @@ async def measure(pdf: bytes, texts: list[str], dpi: int, workers: int, folder: 
     images = rasterise(pdf, dpi, folder)
     raster_s = time.perf_counter() - started
     settings = load_settings({}, local_workers=workers, engine_timeout_s=120.0 * len(images))
-    engine = LocalEngine(settings)
+    engine = RapidOcrEngine(settings)
     try:
         started = time.perf_counter()
         await engine.warm_up()

@@ -25,36 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import stack
+from sample_documents import text_pdf
 
 TERMINAL = {"done", "failed", "cancelled"}
-A4 = (595.0, 842.0)  # points
-LINES_PER_PAGE = 40
-WORDS = (
-    "invoice payment customer account balance delivery order quantity price total contract "
-    "service period amount currency schedule report quarter revenue margin shipment"
-).split()
 POLL_WAIT_S = 30
 HTTP_TIMEOUT_S = POLL_WAIT_S + 30
-
-
-def text_pdf(doc_index: int, pages: int) -> bytes:
-    """A PDF of `pages` A4 pages, each with LINES_PER_PAGE lines of 11 pt text."""
-    doc = pymupdf.open()
-    for number in range(1, pages + 1):
-        page = doc.new_page(width=A4[0], height=A4[1])
-        lines = [f"Document {doc_index} page {number}"]
-        for line in range(LINES_PER_PAGE - 1):
-            start = (doc_index + number + line) % len(WORDS)
-            lines.append(" ".join(WORDS[start:] + WORDS[:start])[:90])
-        page.insert_text((50, 60), "\n".join(lines), fontsize=11, fontname="helv")
-    data: bytes = doc.tobytes()
-    doc.close()
-    return data
 
 
 @dataclass(frozen=True)

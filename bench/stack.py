@@ -42,7 +42,12 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: flo
 
 @contextlib.contextmanager
 def ocrq_process(
-    command: str, args: list[str], env: Mapping[str, str], health_url: str, log: Path
+    command: str,
+    args: list[str],
+    env: Mapping[str, str],
+    health_url: str,
+    log: Path,
+    health_timeout_s: float = 30.0,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run `ocrq COMMAND ARGS` with OCRQ_* env until the block ends (SIGTERM, then SIGKILL)."""
     full_env = {**os.environ, **{f"OCRQ_{k.upper()}": v for k, v in env.items()}}
@@ -52,7 +57,7 @@ def ocrq_process(
             env=full_env, stdout=subprocess.DEVNULL, stderr=log_file,
         )  # fmt: skip
     try:
-        wait_http(health_url, proc, log)
+        wait_http(health_url, proc, log, health_timeout_s)
         yield proc
     finally:
         if proc.poll() is None:
@@ -75,29 +80,33 @@ def private_redis(tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def producer(redis_url: str, tmp: Path, **env: str) -> Iterator[str]:
-    """`ocrq producer` (uvicorn, one process) on a free port; yields its base URL."""
+def producer(redis_url: str, tmp: Path, workers: int = 1, **env: str) -> Iterator[str]:
+    """`ocrq producer` (uvicorn, `workers` processes) on a free port; yields its base URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     values = {"redis_url": redis_url, "log_format": "json", "log_level": "warning", **env}
-    args = ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    args = ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     with ocrq_process("producer", args, values, f"{url}/healthz", tmp / "producer.log"):
         yield url
 
 
 @contextlib.contextmanager
-def worker(redis_url: str, vllm_url: str, tmp: Path, **env: str) -> Iterator[None]:
-    """One `ocrq worker` on the vLLM engine, rendering into a private folder."""
+def worker(
+    redis_url: str, vllm_url: str | None, tmp: Path, health_timeout_s: float = 30.0, **env: str
+) -> Iterator[None]:
+    """One `ocrq worker` on the vLLM engine (the local CPU engine when vllm_url is None)."""
     port = free_port()
     shm = tmp / "shm"
     shm.mkdir(exist_ok=True)
+    engine = {"engine": "local"} if vllm_url is None else {"engine": "vllm", "vllm_url": vllm_url}
     values = {
-        "redis_url": redis_url, "engine": "vllm", "vllm_url": vllm_url, "shm_dir": str(shm),
+        "redis_url": redis_url, **engine, "shm_dir": str(shm),
         "metrics_port": str(port), "log_format": "json", "log_level": "warning",
         "redis_block_ms": "500", "drain_grace_s": "10", **env,
     }  # fmt: skip
     health = f"http://127.0.0.1:{port}/healthz"
-    with ocrq_process("worker", [], values, health, tmp / "worker.log"):
+    log = tmp / "worker.log"
+    with ocrq_process("worker", [], values, health, log, health_timeout_s):
         yield
 
 

@@ -54,6 +54,7 @@ def assemble(
         markdown=document_markdown(pages, segments),
         pages=pages,
         segments=segments,
+        doubtful_pages=sum(1 for page in pages if page.warnings),
         engine=engine,
         timings=timings,
         usage=merge_usage(outputs),

@@ -39,16 +39,20 @@ def worker_name(settings: Settings) -> str:
 
 
 def make_engine(settings: Settings, http: httpx.AsyncClient) -> Engine:
-    """The configured engine: vLLM over HTTP, or the local CPU engine."""
+    """The configured engine: vLLM over HTTP, or a local CPU engine (Tesseract, RapidOCR)."""
     if settings.engine_name == "vllm":
         if not settings.vllm_url:
             raise ValueError("OCRQ_ENGINE=vllm needs OCRQ_VLLM_URL")
         from ocrq.consumer.engines.vllm import VllmEngine
 
         return VllmEngine(settings, http)
-    from ocrq.consumer.engines.local import LocalEngine
+    if settings.engine_name == "rapidocr":
+        from ocrq.consumer.engines.rapidocr import RapidOcrEngine
 
-    return LocalEngine(settings)
+        return RapidOcrEngine(settings)
+    from ocrq.consumer.engines.tesseract import TesseractEngine
+
+    return TesseractEngine(settings)
 
 
 def http_client(settings: Settings) -> httpx.AsyncClient:
@@ -131,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Run one consumer process; every other setting comes from OCRQ_* variables.",
     )
     parser.add_argument(
-        "--engine", choices=["local", "vllm"], default=None,
-        help="OCR engine (default: OCRQ_ENGINE, else vllm when a vLLM URL is set, else local)",
+        "--engine", choices=["local", "tesseract", "rapidocr", "vllm"], default=None,
+        help="OCR engine (default: OCRQ_ENGINE, else vllm when a vLLM URL is set, else local:"
+        " Tesseract)",
     )  # fmt: skip
     parser.add_argument("--vllm-url", default=None, help="vLLM's base URL (OCRQ_VLLM_URL)")
     parser.add_argument(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ocrq.consumer.circuit import EngineCircuit
+from ocrq.consumer.doubts import review_pages
 from ocrq.consumer.engines.base import Engine, EngineOutput
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.raster import Rasteriser
@@ -94,7 +95,7 @@ class PageReader:
             return False
         mode = job.options.text_layer
         if mode is None:  # default: off for vLLM (it reads fine print), auto for local
-            mode = "auto" if self.engine.name == "local" else "off"
+            mode = "off" if self.engine.name == "vllm" else "auto"
         return mode == "auto"
 
     async def _text_layer_pages(self, job: JobPages, total: int) -> list[Page]:
@@ -117,17 +118,24 @@ class PageReader:
                 )
                 for i in indices
             ]
+            if self.settings.detect_orientation:
+                images = [await self.rasteriser.upright(image) for image in images]
             raster_s = time.monotonic() - started
             job.tally.raster_s += raster_s
             self.metrics.stage_seconds.labels("raster").observe(raster_s)
             started = time.monotonic()
             try:
                 out = await self.circuit.call(
-                    lambda: self.engine.recognise(images, profile=job.options.profile),
+                    lambda: self.engine.recognise(
+                        images, profile=job.options.profile, languages=job.options.languages
+                    ),
                     on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
                 )
             finally:
                 await asyncio.to_thread(remove_files, [image.path for image in images])
+            review_pages(
+                out.pages, images, self.engine.reads_scripts, self.settings.doubtful_confidence
+            )
             infer_s = time.monotonic() - started
             job.tally.infer_s += infer_s
             self.metrics.stage_seconds.labels("inference").observe(infer_s)

@@ -22,6 +22,7 @@ import pymupdf
 from PIL import Image, ImageOps
 
 from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from ocrq.consumer.textlayer import extract_text_page
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -122,6 +123,10 @@ def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: i
         page = doc.load_page(index)
         zoom = _fitting_zoom(page.rect, dpi, max_pixels)
         pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
+        # The PNG says its true resolution: Tesseract sizes its layout analysis by it, and
+        # read a 150 DPI page labelled 96 DPI measurably worse (BENCHMARKS.md).
+        resolution = max(1, round(72 * zoom))
+        pixmap.set_dpi(resolution, resolution)
         target = page_file(out_dir, index + 1)
         pixmap.save(target, output="png")
         return PageImage(
@@ -138,6 +143,10 @@ def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: i
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
     finally:
         doc.close()
+        # MuPDF keeps decoded images in a process-wide store (256 MB) that outlives the
+        # document; the next page reopens it, so the cache is dead weight: a 300-page scan
+        # would otherwise grow the process by the whole store (BENCHMARKS.md, rasterising).
+        pymupdf.TOOLS.store_shrink(100)
 
 
 # --- images ------------------------------------------------------------------------------
@@ -209,6 +218,16 @@ def _decoded_rgb(image: Image.Image, max_side: int) -> Image.Image:
     return rgb
 
 
+def _scaled_dpi(image: Image.Image, width: int) -> tuple[float, float] | None:
+    """The upload's own resolution, scaled as its pixels were (engines size text by it)."""
+    dpi = image.info.get("dpi")
+    try:
+        scale = width / image.width
+        return (float(dpi[0]) * scale, float(dpi[1]) * scale) if dpi and dpi[0] > 1 else None
+    except (TypeError, ValueError, IndexError, ZeroDivisionError):  # odd metadata: none is fine
+        return None
+
+
 def _jpeg_passthrough(image: Image.Image, max_side: int) -> bool:
     orientation = image.getexif().get(0x0112, 1)
     return (
@@ -241,7 +260,9 @@ def normalise_image(
             )
         rgb = _decoded_rgb(image, max_side)
         target = page_file(out_dir, number)
-        rgb.save(target, format="PNG", compress_level=1)  # tmpfs: speed over size
+        resolution = _scaled_dpi(image, rgb.width)
+        extra = {"dpi": resolution} if resolution else {}
+        rgb.save(target, format="PNG", compress_level=1, **extra)  # tmpfs: speed over size
         return PageImage(
             number=number, path=target, media_type="image/png", width=rgb.width, height=rgb.height
         )
@@ -372,6 +393,12 @@ class Rasteriser:
             self.max_pixels,
             self.max_side,
             index,
+        )
+
+    async def upright(self, page: PageImage) -> PageImage:
+        """The page turned upright when it was rendered sideways or upside down."""
+        return await self._run(
+            f"detecting the orientation of page {page.number}", turn_upright, page
         )
 
     async def text_layer(self, path: str, index: int, dpi: int) -> Page | None:

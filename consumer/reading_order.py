@@ -1,35 +1,38 @@
-"""Reading order for OCR boxes: lines, paragraphs and columns, then Markdown.
+"""Reading order for OCR boxes: a recursive XY-cut into regions, then lines and paragraphs.
 
-Pure functions on page-pixel boxes. The layout model is deliberately simple:
+Pure functions on page-pixel boxes. The layout model:
 
-- a *column gutter* is a vertical strip with boxes on both sides and almost nothing crossing
-  it over the page's height; columns are read one after the other, left to right, so two
-  columns are never interleaved. Boxes that clearly span the gutter (a title, a footer, a
-  wide caption) cut the page into horizontal bands, each band read column by column;
-- within a column, boxes that overlap vertically form one line, read left to right;
-- lines form paragraphs, split where the vertical gap is clearly larger than the column's
-  usual line gap.
-
-A table with aligned cells looks like columns to this model and is read column-wise.
+- a region splits into columns at the widest vertical strip of whitespace that runs its full
+  height; columns are read one after the other, left to right, so two columns are never
+  interleaved. A line may poke into the strip while a margin of whitespace remains; one
+  across it (a title, a footer, a wide caption) blocks it;
+- a region with no such strip is cut at its full-width horizontal gaps into bands; runs of
+  bands that share a column strip are cut again, recursively, and the other bands (a title,
+  an abstract, a footer across the columns) are read in place, so they keep their position;
+- a strip is no gutter when it is word spacing for the type beside it (one wide line is not
+  split), when either side has a single line or only narrow labels (list markers, line
+  numbers), or when the two sides share no height (a block below another). So a table of
+  words is read column by column, each top to bottom, and a table of short numbers row by row;
+- within a region, boxes that overlap vertically form one line, read left to right; lines
+  form paragraphs, split where the vertical gap is clearly larger than the usual line gap.
 """
 
 from __future__ import annotations
 
-import bisect
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
+from itertools import pairwise
 
 # Boxes on one line overlap vertically by at least this share of the shorter box.
 LINE_OVERLAP = 0.5
-# A gutter may be crossed by boxes whose heights add up to at most this share of the page.
-GUTTER_CROSSING = 0.25
-# A gutter is at least this wide, in median box heights.
-GUTTER_MIN_WIDTH = 0.5
-# A crossing box spans the columns (cuts the page into bands) when it reaches at least this
-# far, in median box heights, into both sides; otherwise it belongs to the side of its centre.
-SPAN_REACH = 1.0
+# Each box keeps this share of its height clear towards a gutter: between body text lines a
+# gutter is at least half a line height, and wider beside large type, whose word spacing is
+# wider too.
+GUTTER_MARGIN = 0.25
+# A side of lines at most this many line heights wide (median) is labels, not a column: list
+# markers, line or reference numbers stay on the lines they label.
+LABEL_WIDTH = 2.0
 # A paragraph break is a gap larger than the usual line gap plus this many line heights...
 PARAGRAPH_EXTRA_GAP = 0.5
 # ...and in any case a gap larger than this many line heights.
@@ -67,16 +70,6 @@ class Box:
     def leaves(self) -> tuple[Box, ...]:
         """The source boxes this box was merged from (itself when it was not merged)."""
         return self.parts or (self,)
-
-
-@dataclass(frozen=True, slots=True)
-class Gutter:
-    """A column split: boxes left of it, right of it, and boxes spanning both columns."""
-
-    x: float
-    left: list[Box]
-    right: list[Box]
-    spanning: list[Box]
 
 
 def order_lines(boxes: Iterable[Box]) -> list[list[Box]]:
@@ -141,90 +134,118 @@ def split_paragraphs(lines: Sequence[Box]) -> list[list[Box]]:
 
 
 def reading_regions(boxes: list[Box]) -> list[list[Box]]:
-    """Split boxes into single-column regions, in reading order (recursing into columns)."""
+    """Recursive XY-cut: single-column regions in reading order."""
     if not boxes:
         return []
-    gutter = find_gutter(boxes)
-    if gutter is None:
+    cut = find_column_cut(boxes)
+    if cut is not None:
+        left = [b for b in boxes if b.cx < cut]
+        right = [b for b in boxes if b.cx >= cut]
+        return reading_regions(left) + reading_regions(right)
+    groups = _band_groups(_bands(boxes))
+    if len(groups) == 1:
         return [boxes]
-    regions: list[list[Box]] = []
-    for left, right, spanning in _bands(gutter):
-        regions.extend(reading_regions(left))
-        regions.extend(reading_regions(right))
-        if spanning:
-            regions.append(spanning)
-    return regions
+    # A group with columns has a cut, so the recursion always splits it further.
+    return [
+        r for group, columned in groups for r in (reading_regions(group) if columned else [group])
+    ]
 
 
-def _bands(gutter: Gutter) -> list[tuple[list[Box], list[Box], list[Box]]]:
-    """Cut the columns at spanning boxes: (left part, right part, spanning boxes below them)."""
-    spanning = sorted(gutter.spanning, key=lambda b: b.cy)
-    cuts = [b.cy for b in spanning]
-    lefts: list[list[Box]] = [[] for _ in range(len(cuts) + 1)]
-    rights: list[list[Box]] = [[] for _ in range(len(cuts) + 1)]
-    for side, parts in ((gutter.left, lefts), (gutter.right, rights)):
-        for box in side:
-            parts[bisect.bisect_left(cuts, box.cy)].append(box)
-    bands: list[tuple[list[Box], list[Box], list[Box]]] = [(lefts[0], rights[0], [])]
-    for span, left, right in zip(spanning, lefts[1:], rights[1:], strict=True):
-        # Consecutive spanning boxes with no column text between them form one region.
-        bands[-1][2].append(span)
-        if left or right:
-            bands.append((left, right, []))
-    return bands
-
-
-def find_gutter(boxes: Sequence[Box]) -> Gutter | None:
-    """The clearest column gutter, or None for a single column."""
-    if len(boxes) < 4:
-        return None
-    box_height = statistics.median(b.height for b in boxes)
-    page_height = max(b.y1 for b in boxes) - min(b.y0 for b in boxes)
-    by_right = sorted(boxes, key=lambda b: b.x1)
-    by_left = sorted(boxes, key=lambda b: b.x0)
-    rights = [b.x1 for b in by_right]
-    lefts = [b.x0 for b in by_left]
-    height_upto = [0.0, *accumulate(b.height for b in by_right)]
-    height_from = [*accumulate((b.height for b in reversed(by_left)), initial=0.0)][::-1]
-    total = height_upto[-1]
-    scored: list[tuple[float, float, float]] = []
-    for x in sorted(set(rights)):
-        n_left = bisect.bisect_right(rights, x)
-        first_right = bisect.bisect_left(lefts, x)
-        if n_left < 2 or len(boxes) - first_right < 2:
-            continue
-        gap = lefts[first_right] - x
-        crossing = total - height_upto[n_left] - height_from[first_right]
-        if gap >= GUTTER_MIN_WIDTH * box_height and crossing <= GUTTER_CROSSING * page_height:
-            scored.append((crossing, -gap, x + gap / 2))
-    for _, _, middle in sorted(scored):
-        gutter = _split_at(boxes, middle, box_height)
-        if _side_by_side(gutter.left, gutter.right):
-            return gutter
+def find_column_cut(boxes: Sequence[Box]) -> float | None:
+    """The middle of the widest column gutter running the full height of the boxes, or None."""
+    gaps = sorted(_gaps(boxes), key=lambda gap: gap[0] - gap[1])
+    for start, end in gaps:
+        left = [b for b in boxes if b.x1 <= start]
+        right = [b for b in boxes if b.x0 >= end]
+        if _clear(left, right) and _columns(group_lines(left), group_lines(right)):
+            return (start + end) / 2
     return None
 
 
-def _split_at(boxes: Sequence[Box], x: float, box_height: float) -> Gutter:
-    """Partition boxes around x; a crossing box spans only if it reaches well into both sides."""
-    left: list[Box] = []
-    right: list[Box] = []
-    spanning: list[Box] = []
-    for box in boxes:
-        if box.x1 <= x:
-            left.append(box)
-        elif box.x0 >= x:
-            right.append(box)
-        elif min(x - box.x0, box.x1 - x) >= SPAN_REACH * box_height:
-            spanning.append(box)
-        else:
-            (left if box.cx < x else right).append(box)
-    return Gutter(x=x, left=left, right=right, spanning=spanning)
+def _gaps(boxes: Sequence[Box]) -> list[tuple[float, float]]:
+    """The vertical strips between the boxes that no box overlaps: (start, end) in x."""
+    gaps: list[tuple[float, float]] = []
+    spans = sorted((b.x0, b.x1) for b in boxes)
+    end = spans[0][1] if spans else 0.0
+    for x0, x1 in spans[1:]:
+        if x0 > end:
+            gaps.append((end, x0))
+        end = max(end, x1)
+    return gaps
 
 
-def _side_by_side(left: Sequence[Box], right: Sequence[Box]) -> bool:
-    """True when the two sides share some page height (columns, not a block below another)."""
-    if len(left) < 2 or len(right) < 2:
+def _clear(left: Sequence[Box], right: Sequence[Box]) -> bool:
+    """True when the gap is wider than word spacing: each box keeps a margin towards it."""
+    left_edge = max(b.x1 + GUTTER_MARGIN * b.height for b in left)
+    return all(b.x0 - GUTTER_MARGIN * b.height >= left_edge for b in right)
+
+
+def _columns(left: Sequence[Box], right: Sequence[Box]) -> bool:
+    """True when two sides of lines are columns: not one wide line, nor a block below another."""
+    if min(len(left), len(right)) < 2:
         return False
     top = max(min(b.y0 for b in left), min(b.y0 for b in right))
     bottom = min(max(b.y1 for b in left), max(b.y1 for b in right))
-    return bottom > top
+    return bottom > top and not (_labels(left) or _labels(right))
+
+
+def _labels(lines: Sequence[Box]) -> bool:
+    """True when lines are too narrow for a text column (markers, numbers)."""
+    width = statistics.median(b.x1 - b.x0 for b in lines)
+    return width <= LABEL_WIDTH * statistics.median(b.height for b in lines)
+
+
+def _bands(boxes: Sequence[Box]) -> list[list[Box]]:
+    """Boxes cut into bands, top to bottom, at the horizontal gaps across the whole region."""
+    bands: list[list[Box]] = []
+    bottom = 0.0
+    for box in sorted(boxes, key=lambda b: b.y0):
+        if bands and box.y0 < bottom:
+            bands[-1].append(box)
+            bottom = max(bottom, box.y1)
+        else:
+            bands.append([box])
+            bottom = box.y1
+    return bands
+
+
+def _band_groups(bands: Sequence[list[Box]]) -> list[tuple[list[Box], bool]]:
+    """Consecutive bands grouped: runs that share a column gutter (True), runs read in place."""
+    groups: list[tuple[list[list[Box]], bool]] = []
+    for band in bands:
+        if groups:
+            last, columned = groups[-1]
+            if _has_cut([*_flat(last), *band]):
+                groups[-1] = ([*last, band], True)
+                continue
+            if not columned and not _has_cut(band):
+                # Two rows that share a gutter open columns (the lines of one row do not).
+                if _has_cut([*last[-1], *band]):
+                    groups.append(([last.pop(), band], True))
+                else:
+                    last.append(band)
+                continue
+        groups.append(([band], _has_cut(band)))
+    _pull_into_columns(groups)
+    return [(_flat(group), columned) for group, columned in groups if group]
+
+
+def _pull_into_columns(groups: list[tuple[list[list[Box]], bool]]) -> None:
+    """Move the last bands of a run into the columns below while they block no gutter.
+
+    Such a band is the first line of a column (a heading, a column that starts higher):
+    read in place it would come before the whole left column.
+    """
+    for (run, run_columned), (columns, columned) in pairwise(groups):
+        while run and columned and not run_columned and _has_cut([*run[-1], *_flat(columns)]):
+            columns.insert(0, run.pop())
+
+
+def _has_cut(boxes: Sequence[Box]) -> bool:
+    """True when the boxes have a column gutter."""
+    return find_column_cut(boxes) is not None
+
+
+def _flat(bands: Sequence[list[Box]]) -> list[Box]:
+    """The boxes of consecutive bands."""
+    return [box for band in bands for box in band]

@@ -31,8 +31,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=settings.port, help="API port (OCRQ_PORT)")
     p.add_argument("--workers", type=int, default=1, help="consumer processes")
     p.add_argument(
-        "--engine", choices=["local", "vllm"], default=settings.engine_name,
-        help="OCR engine: local CPU OCR, or a vLLM server (OCRQ_ENGINE)",
+        "--engine", choices=["local", "tesseract", "rapidocr", "vllm"],
+        default=settings.engine_name,
+        help="OCR engine: local CPU OCR (Tesseract; or RapidOCR), or a vLLM server (OCRQ_ENGINE)",
     )  # fmt: skip
     p.add_argument(
         "--vllm-url", default=settings.vllm_url,

@@ -1,9 +1,9 @@
-"""Checks of job options that depend on this deployment: page cap, profile, callback."""
+"""Checks of job options that depend on this deployment: page cap, profile, languages, callback."""
 
 from __future__ import annotations
 
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.profiles import check_profile
+from ocrq.shared.profiles import check_languages, check_profile
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.settings import Settings, parse_webhook_secrets
 from ocrq.shared.webhooks import check_target
@@ -20,6 +20,8 @@ async def check_options(options: JobOptions, tenant: str, settings: Settings) ->
         )
     if options.profile is not None:
         check_profile(options.profile, settings.engine_name, settings.vllm_model)
+    if options.languages is not None:
+        check_languages(options.languages, settings.engine_name)
     if options.callback_url is not None:
         if tenant not in parse_webhook_secrets(settings.webhook_secrets):
             raise OcrqError(

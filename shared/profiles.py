@@ -110,3 +110,25 @@ def check_profile(name: str, engine: str, model: str) -> Profile:
             f"(profile {', '.join(fits)})",
         )
     return profile
+
+
+# The Tesseract languages a job may name for the local engine's Latin-script pages
+# (consumer/engines/tesseract.py); Cyrillic and Japanese pages get rus and jpn by themselves.
+LOCAL_LANGUAGES: tuple[str, ...] = ("deu", "eng", "fra")
+
+
+def check_languages(languages: str, engine: str) -> None:
+    """A 400 unless this deployment's engine takes languages and ships every one asked for."""
+    if engine != "local":
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST,
+            f"languages: only the local (Tesseract) engine takes languages; this deployment "
+            f"runs the {engine} engine (OCRQ_ENGINE): leave languages unset",
+        )
+    missing = [code for code in languages.split("+") if code not in LOCAL_LANGUAGES]
+    if missing:
+        raise OcrqError(
+            ErrorCode.INVALID_REQUEST,
+            f"languages: {', '.join(missing)} not available; the local engine reads "
+            f"{', '.join(LOCAL_LANGUAGES)} (join several with +, e.g. eng+fra)",
+        )

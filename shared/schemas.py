@@ -37,6 +37,7 @@ ACTIVE: frozenset[Status] = frozenset(set(Status) - TERMINAL)
 
 Lane = Literal["interactive", "batch"]
 TextLayer = Literal["auto", "off"]
+Languages = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{3,12}(\+[a-z_]{3,12}){0,7}$")]
 
 
 class JobOptions(Inbound):
@@ -48,6 +49,8 @@ class JobOptions(Inbound):
     lane: Lane = "interactive"
     profile: Annotated[str, msgspec.Meta(max_length=64)] | None = None
     text_layer: TextLayer | None = None
+    # Tesseract language codes joined by "+" (e.g. "eng+fra"); local engine only.
+    languages: Languages | None = None
     # Where to POST a signed summary once the job (or, for a batch, every job) has ended.
     callback_url: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
 
@@ -95,6 +98,14 @@ class Page(Base):
     blocks: list[Block] = msgspec.field(default_factory=list)
     source: Literal["engine", "text_layer"] = "engine"
     truncated: bool = False
+    # Degrees (0, 90, 180, 270, counter-clockwise) the page image was turned to stand
+    # upright before recognition; width, height and every bbox refer to the upright page.
+    rotation: int = 0
+    confidence: float | None = None  # the engine's mean confidence, 0..1, where it has one
+    scripts: list[str] = msgspec.field(default_factory=list)  # e.g. ["Latin"], where detected
+    # Why this page's text may be wrong (low confidence, a script the engine cannot read);
+    # the page's Markdown starts with the same note.
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 class Segment(Base):
@@ -141,6 +152,7 @@ class Result(Base):
     markdown: str
     pages: list[Page] = msgspec.field(default_factory=list)
     segments: list[Segment] = msgspec.field(default_factory=list)
+    doubtful_pages: int = 0  # pages that carry a warning: read them before trusting them
     engine: EngineInfo | None = None
     timings: Timings = msgspec.field(default_factory=Timings)
     usage: Usage = msgspec.field(default_factory=Usage)

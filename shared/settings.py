@@ -11,7 +11,10 @@ import msgspec
 LANES: tuple[str, ...] = ("interactive", "batch")
 GROUP = "workers"
 
-EngineName = Literal["local", "vllm"]
+# "local" is the embedded CPU engine, Tesseract ("tesseract" names it too); "rapidocr" the
+# earlier local engine, kept as an option.
+EngineName = Literal["local", "tesseract", "rapidocr", "vllm"]
+RunnableEngine = Literal["local", "rapidocr", "vllm"]
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,7 +81,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     drain_grace_s: float = 30.0
     shm_dir: str = "/dev/shm"
     raster_workers: int = 2
-    local_workers: int = 1
+    local_workers: int = 0  # local OCR processes; 0: one per core
+    local_languages: str = "eng+fra"  # Tesseract languages when a job names none
+    # Turn sideways and upside-down pages upright before any engine reads them.
+    detect_orientation: bool = True
+    # A page the local engine read with a mean confidence below this carries a warning.
+    doubtful_confidence: float = 0.6
     default_dpi: int = 150
     default_max_pages: int = 200
     max_image_pixels: int = 80_000_000  # decompression-bomb guard
@@ -87,8 +95,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker_name: str = ""  # empty: host-pid-random
 
     @property
-    def engine_name(self) -> EngineName:
+    def engine_name(self) -> RunnableEngine:
         """The engine to run: explicit, else vllm when a URL is configured, else local."""
+        if self.engine == "tesseract":
+            return "local"
         if self.engine is not None:
             return self.engine
         return "vllm" if self.vllm_url else "local"

@@ -17,6 +17,7 @@ class PageImage(msgspec.Struct, frozen=True, kw_only=True):
     media_type: str  # image/png | image/jpeg
     width: int  # pixels
     height: int  # pixels
+    rotation: int = 0  # degrees the rendering was turned (counter-clockwise) to stand upright
 
 
 class EngineOutput(msgspec.Struct, kw_only=True):
@@ -38,14 +39,18 @@ class Engine(Protocol):
     name: str
     model: str
     profile: str
+    # The scripts (OSD names: "Latin", "Cyrillic", ...) the engine reads; a page detected in
+    # another is flagged. None: the engine reads any script, or does not detect them.
+    reads_scripts: frozenset[str] | None
 
     async def recognise(
-        self, pages: list[PageImage], *, profile: str | None = None
+        self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
     ) -> EngineOutput:
         """OCR one micro-batch; raise OcrqError (transient or permanent code) on failure.
 
-        ``profile`` names a model profile (vLLM); None means the engine's default. Engines
-        do not retry: the worker owns retries and backoff.
+        ``profile`` names a model profile (vLLM), ``languages`` the job's languages (local
+        engine); None means the engine's default. Engines do not retry: the worker owns
+        retries and backoff.
         """
         ...
 

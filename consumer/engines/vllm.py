@@ -107,6 +107,7 @@ class VllmEngine:
     """OCR through a vLLM server's /v1/chat/completions, one request per micro-batch."""
 
     name = "vllm"
+    reads_scripts: frozenset[str] | None = None  # the model reads many scripts
 
     def __init__(self, settings: Settings, client: httpx.AsyncClient) -> None:
         if not settings.vllm_url:
@@ -128,9 +129,12 @@ class VllmEngine:
             self._headers["Authorization"] = f"Bearer {settings.vllm_api_key}"
 
     async def recognise(
-        self, pages: list[PageImage], *, profile: str | None = None
+        self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
     ) -> EngineOutput:
-        """OCR the pages in one request; raise OcrqError with a transient or permanent code."""
+        """OCR the pages in one request; raise OcrqError with a transient or permanent code.
+
+        ``languages`` is unused: the model reads what it sees.
+        """
         if not pages:
             return EngineOutput(pages=[])
         chosen = get_profile(profile or self.profile)

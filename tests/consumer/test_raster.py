@@ -176,6 +176,24 @@ def test_each_page_renders_at_its_own_size(
         assert _pixel_size(page.path) == size
 
 
+@pytest.mark.parametrize("dpi", [100, 150, 300])
+def test_a_rendered_page_says_its_true_resolution(tmp_path: Path, dpi: int) -> None:
+    # Tesseract sizes its layout analysis by the file's DPI: a 150 DPI page labelled 96 DPI
+    # read measurably worse.
+    page = render_pdf_page(_write(tmp_path, text_pdf(), "t.pdf"), 0, dpi, str(tmp_path), MAX_PIXELS)
+    with Image.open(page.path) as image:
+        assert tuple(round(v) for v in image.info["dpi"]) == (dpi, dpi)
+
+
+def test_a_downscaled_image_keeps_its_resolution_scaled_with_it(tmp_path: Path) -> None:
+    scan = tmp_path / "scan.png"
+    Image.new("RGB", (2000, 1000), "white").save(scan, dpi=(300, 300))
+    page = normalise_image(str(scan), str(tmp_path), MAX_PIXELS, max_side=1000)
+    with Image.open(page.path) as image:
+        assert image.size == (1000, 500)
+        assert tuple(round(v) for v in image.info["dpi"]) == (150, 150)
+
+
 def test_page_seven_of_twelve_renders_alone(tmp_path: Path) -> None:
     sizes = [(100 + 10 * n, 200) for n in range(12)]
     path = _write(tmp_path, sized_pdf(sizes), "long.pdf")

@@ -1,10 +1,17 @@
-"""Reading order on synthetic boxes: lines, paragraphs, columns and spanning blocks."""
+"""Reading order: lines, paragraphs, columns and spanning blocks, on synthetic boxes and on the
+word boxes of a two-column page laid out by PyMuPDF."""
+
+# PyMuPDF ships partial annotations: its constructors and methods are untyped.
+# mypy: disable-error-code="no-untyped-call"
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
-from ocrq.consumer.reading_order import Box, find_gutter, group_lines, order_lines, to_markdown
+import pymupdf
+
+from ocrq.consumer.reading_order import Box, find_column_cut, group_lines, order_lines, to_markdown
 
 LINE = 30.0  # box height in pixels
 STEP = 40.0  # baseline-to-baseline distance of consecutive lines
@@ -134,7 +141,7 @@ def test_single_column_with_ragged_line_ends_has_no_gutter() -> None:
     widths = [500, 480, 200, 510, 490, 150, 505]  # short lines end paragraphs
     boxes = [Box(50, i * STEP, 50 + w, i * STEP + LINE, f"l{i}") for i, w in enumerate(widths)]
 
-    assert find_gutter(boxes) is None
+    assert find_column_cut(boxes) is None
     assert flat_text(order_lines(boxes)) == [f"l{i}" for i in range(len(widths))]
 
 
@@ -143,7 +150,160 @@ def test_block_below_another_block_is_not_a_column() -> None:
     top = column(50, 250, 0, ["p1", "p2", "p3"])
     below = column(300, 550, 200, ["q1", "q2", "q3"])
 
-    assert find_gutter(top + below) is None
+    assert find_column_cut(top + below) is None
+
+
+def words(x0: float, y0: float, text: str, height: float = LINE, space: float = 0.3) -> list[Box]:
+    """One box per word of a line starting at (x0, y0): a word is 0.5 height per letter."""
+    boxes = []
+    for word in text.split():
+        width = 0.5 * height * len(word)
+        boxes.append(Box(x0, y0, x0 + width, y0 + height, word))
+        x0 += width + space * height
+    return boxes
+
+
+def test_two_columns_under_a_full_width_title_and_abstract_read_title_first() -> None:
+    title = Box(150, 0, 450, 60, "Title")
+    abstract = column(50, 550, 80, ["Abstract across the page", "and its second line"])
+    left = column(50, 280, 200, ["L1", "L2", "L3", "L4"])
+    right = column(320, 550, 200, ["R1", "R2", "R3", "R4"])
+
+    text = flat_text(order_lines(shuffled([*left, *right, *abstract, title])))
+
+    assert text == [
+        *("Title", "Abstract across the page", "and its second line"),
+        *("L1", "L2", "L3", "L4"),
+        *("R1", "R2", "R3", "R4"),
+    ]
+
+
+def test_title_with_a_word_gap_over_the_gutter_is_not_split_into_the_columns() -> None:
+    title = words(80, 0, "Columns kept apart", height=2 * LINE)  # gap from 290 to 308
+    left = column(50, 280, 100, ["L1", "L2", "L3"])
+    right = column(320, 550, 100, ["R1", "R2", "R3"])
+
+    text = flat_text(order_lines(shuffled([*left, *right, *title])))
+
+    assert text == ["Columns kept apart", "L1", "L2", "L3", "R1", "R2", "R3"]
+
+
+def test_wide_line_of_words_is_never_split_into_columns() -> None:
+    boxes = words(50, 0, "one wide line of words") + words(50, STEP, "and another wide line")
+
+    assert find_column_cut(boxes) is None
+    assert flat_text(order_lines(boxes)) == ["one wide line of words", "and another wide line"]
+
+
+def test_column_heading_above_the_first_row_stays_in_its_column() -> None:
+    # The right column starts a line higher than the left one.
+    heading = Box(320, 60, 450, 90, "Heading")
+    left = column(50, 280, 100, ["L1", "L2", "L3"])
+    right = column(320, 550, 100, ["R1", "R2", "R3"])
+
+    text = flat_text(order_lines(shuffled([heading, *left, *right])))
+
+    assert text == ["L1", "L2", "L3", "Heading", "R1", "R2", "R3"]
+
+
+def test_single_column_with_indented_lines_stays_in_order() -> None:
+    lefts = [90, 50, 50, 50, 90, 50, 120, 120, 50]  # paragraph indents and a quotation
+    boxes = [Box(x, i * STEP, 550, i * STEP + LINE, f"l{i}") for i, x in enumerate(lefts)]
+
+    assert find_column_cut(boxes) is None
+    assert flat_text(order_lines(shuffled(boxes))) == [f"l{i}" for i in range(len(lefts))]
+
+
+def test_list_markers_stay_on_the_lines_they_mark() -> None:
+    markers = [Box(50, i * STEP, 70, i * STEP + LINE, f"{i + 1}.") for i in range(4)]
+    items = column(100, 550, 0, ["first item", "second item", "third item", "fourth item"])
+
+    text = flat_text(order_lines(shuffled(markers + items)))
+
+    assert text == ["1. first item", "2. second item", "3. third item", "4. fourth item"]
+
+
+def test_table_like_grid_is_read_column_by_column_each_top_to_bottom() -> None:
+    caption = Box(50, 0, 500, 30, "Table 1: fruit by season")
+    cells = [
+        [
+            Box(50 + 180 * c, 60 + i * STEP, 50 + 180 * c + w, 90 + i * STEP, f"c{c}r{i}")
+            for i, w in enumerate([120, 90, 140, 100])
+        ]
+        for c in range(3)
+    ]
+
+    text = flat_text(order_lines(shuffled([caption, *(box for col in cells for box in col)])))
+
+    assert text == [caption.text, *(box.text for col in cells for box in col)]
+
+
+def test_ragged_right_column_is_read_after_the_whole_left_column() -> None:
+    left = column(50, 280, 100, [f"L{i}" for i in range(6)])
+    # Shorter lines of uneven length, set off by half a line from the left column's rows.
+    ends = [550, 430, 520, 380, 400]
+    right = [
+        Box(320, 120 + i * STEP, end, 120 + i * STEP + LINE, f"R{i}") for i, end in enumerate(ends)
+    ]
+
+    text = flat_text(order_lines(shuffled(left + right)))
+
+    assert text == [*(f"L{i}" for i in range(6)), *(f"R{i}" for i in range(5))]
+
+
+LEFT_WORDS = "apricot basil cedar damson elderflower fennel ginger hazel iris juniper".split()
+RIGHT_WORDS = "kestrel lapwing merlin nightjar osprey plover quail redstart swift teal".split()
+
+
+def lay_out_two_columns(page: pymupdf.Page) -> None:
+    """A centred title over two justified columns of distinct words, rows aligned."""
+    title = pymupdf.Rect(72, 50, 540, 90)
+    assert (
+        page.insert_textbox(
+            title, "A Title Across Both Columns", fontsize=20, align=pymupdf.TEXT_ALIGN_CENTER
+        )
+        >= 0
+    )
+    for rect, vocabulary in (
+        ((72, 110, 296, 700), LEFT_WORDS),
+        ((316, 110, 540, 700), RIGHT_WORDS),
+    ):
+        text = " ".join(vocabulary[i % len(vocabulary)] for i in range(120))
+        assert (
+            page.insert_textbox(
+                pymupdf.Rect(*rect), text, fontsize=10, align=pymupdf.TEXT_ALIGN_JUSTIFY
+            )
+            >= 0
+        )
+
+
+def two_column_page(tmp_path: Path) -> list[Box]:
+    """PyMuPDF's word boxes of a two-column page, in pixels of its 150 DPI render."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    lay_out_two_columns(page)
+    pixmap = page.get_pixmap(dpi=150)
+    pixmap.save(str(tmp_path / "page.png"))
+    scale = pixmap.width / page.rect.width
+    boxes = [
+        Box(x0 * scale, y0 * scale, x1 * scale, y1 * scale, word)
+        for x0, y0, x1, y1, word, *_ in page.get_text("words")
+    ]
+    doc.close()
+    return boxes
+
+
+def test_two_column_pdf_page_reads_all_of_the_left_column_first(tmp_path: Path) -> None:
+    boxes = two_column_page(tmp_path)
+
+    markdown = to_markdown(order_lines(boxes))
+
+    found = markdown.split()
+    left_at = [i for i, word in enumerate(found) if word in LEFT_WORDS]
+    right_at = [i for i, word in enumerate(found) if word in RIGHT_WORDS]
+    assert markdown.startswith("A Title Across Both Columns\n\n")
+    assert len(left_at) + len(right_at) == len(boxes) - 5
+    assert max(left_at) < min(right_at)
 
 
 def test_markdown_joins_lines_with_newlines_and_paragraphs_with_blank_lines() -> None:

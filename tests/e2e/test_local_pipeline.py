@@ -24,7 +24,7 @@ def test_local_engine_takes_text_layers_and_ocrs_only_the_scanned_page(stack: St
     view = stack.wait(stack.submit(mixed_pdf()), timeout_s=120)
     assert view["status"] == "done", view
     result = view["result"]
-    assert result["engine"]["name"] == "local"
+    assert result["engine"]["name"] == "tesseract"
     first, second = result["pages"]
     assert first["source"] == "text_layer" and "born digital" in first["markdown"]
     assert second["source"] == "engine"
@@ -38,3 +38,27 @@ def test_text_layer_off_sends_every_page_to_the_engine(stack: Stack) -> None:
     view = stack.wait(stack.submit(text_pdf(words=["Quartz"]), text_layer="off"), timeout_s=120)
     page = view["result"]["pages"][0]
     assert page["source"] == "engine" and "quartz" in page["markdown"].lower()
+
+
+def sideways_scan(words: list[str]) -> bytes:
+    """A one-page scan whose page is turned a quarter (a sheet fed in sideways)."""
+    doc = pymupdf.open(stream=scanned_pdf(words=words))
+    doc[0].set_rotation(90)
+    data: bytes = doc.tobytes()
+    return data
+
+
+def test_a_sideways_scan_is_read_upright_and_the_result_says_how_it_was_turned(
+    stack: Stack,
+) -> None:
+    stack.start_worker(engine="local", vllm_url="")
+    words = ["Harbour", "Lantern", "Orchard", "Meadow", "Compass", "Ribbon"] * 12  # a page of text
+    view = stack.wait(stack.submit(sideways_scan(words), languages="eng"), timeout_s=120)
+    assert view["status"] == "done", view
+    result = view["result"]
+    [page] = result["pages"]
+    assert page["rotation"] == 90  # turned back a quarter, counter-clockwise
+    assert page["width"] < page["height"]  # the A4 page stands upright again
+    assert all(page["markdown"].count(w) >= 10 for w in set(words)), page["markdown"]
+    assert (page["warnings"], result["doubtful_pages"]) == ([], 0)
+    assert page["scripts"] == ["Latin"] and page["confidence"] > 0.8

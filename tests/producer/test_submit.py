@@ -103,6 +103,28 @@ def test_a_profile_the_engine_cannot_run_is_refused_with_400(
     assert says in r.json()["message"]
 
 
+def test_languages_the_local_engine_ships_are_accepted(make_client: Any) -> None:
+    r = make_client(engine="local").post("/v1/jobs?languages=eng%2Bdeu", content=small_pdf())
+    assert r.status_code == 202, r.text
+
+
+@pytest.mark.parametrize(
+    ("engine", "languages", "says"),
+    [
+        ("local", "eng+rus", "rus not available; the local engine reads deu, eng, fra"),
+        ("vllm", "eng", "only the local (Tesseract) engine takes languages"),
+        ("rapidocr", "eng", "only the local (Tesseract) engine takes languages"),
+    ],
+)
+def test_languages_the_engine_cannot_use_are_refused_with_400(
+    make_client: Any, engine: str, languages: str, says: str
+) -> None:
+    client = make_client(engine=engine, vllm_url="http://vllm:8000")
+    r = client.post("/v1/jobs", params={"languages": languages}, content=small_pdf())
+    assert r.status_code == 400 and r.json()["code"] == "invalid_request"
+    assert says in r.json()["message"]
+
+
 def test_the_type_comes_from_the_bytes_not_the_declared_type(
     api: TestClient[Any], sync_redis: redis.Redis
 ) -> None:

@@ -16,7 +16,7 @@ import pymupdf
 import pytest
 
 from ocrq.consumer.engines.base import PageImage
-from ocrq.consumer.engines.local import LocalEngine
+from ocrq.consumer.engines.rapidocr import RapidOcrEngine
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.settings import load_settings
 
@@ -53,15 +53,15 @@ def found(words: list[str], markdown: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def engine() -> Iterator[LocalEngine]:
+def engine() -> Iterator[RapidOcrEngine]:
     """One two-process engine for the module: model loading is paid once per process."""
-    local = LocalEngine(load_settings({}, local_workers=2))
+    local = RapidOcrEngine(load_settings({}, local_workers=2))
     yield local
     asyncio.run(local.aclose())
 
 
 async def test_rendered_words_are_recognised_into_markdown(
-    engine: LocalEngine, tmp_path: Path
+    engine: RapidOcrEngine, tmp_path: Path
 ) -> None:
     words = ["Harbour", "Lighthouse", "Marmalade", "Velocity", "Quantum"]
     image = render(tmp_path / "p.png", text_at((50, 50, 545, 400), " ".join(words)))
@@ -72,11 +72,11 @@ async def test_rendered_words_are_recognised_into_markdown(
     assert page.markdown is not None
     assert len(found(words, page.markdown)) >= 4, page.markdown
     assert (page.number, page.width, page.height) == (1, image.width, image.height)
-    assert (engine.name, engine.profile) == ("local", "local")
+    assert (engine.name, engine.profile) == ("rapidocr", "local")
 
 
 async def test_blocks_carry_normalised_and_pixel_boxes_inside_the_page(
-    engine: LocalEngine, tmp_path: Path
+    engine: RapidOcrEngine, tmp_path: Path
 ) -> None:
     image = render(tmp_path / "p.png", text_at((300, 600, 560, 800), "Bottom right corner"))
 
@@ -100,7 +100,7 @@ async def test_blocks_carry_normalised_and_pixel_boxes_inside_the_page(
 
 
 async def test_blank_page_yields_no_blocks_and_empty_markdown(
-    engine: LocalEngine, tmp_path: Path
+    engine: RapidOcrEngine, tmp_path: Path
 ) -> None:
     image = render(tmp_path / "blank.png", lambda page: None)
 
@@ -110,7 +110,7 @@ async def test_blank_page_yields_no_blocks_and_empty_markdown(
     assert page.markdown == ""
 
 
-async def test_two_column_page_is_not_interleaved(engine: LocalEngine, tmp_path: Path) -> None:
+async def test_two_column_page_is_not_interleaved(engine: RapidOcrEngine, tmp_path: Path) -> None:
     left = ["apple", "banana", "cherry", "dragon", "eagle", "falcon"]
     right = ["kitchen", "lemon", "mango", "needle", "orange", "pepper"]
 
@@ -130,7 +130,7 @@ async def test_two_column_page_is_not_interleaved(engine: LocalEngine, tmp_path:
 
 
 async def test_pages_of_one_call_come_back_in_input_order(
-    engine: LocalEngine, tmp_path: Path
+    engine: RapidOcrEngine, tmp_path: Path
 ) -> None:
     first = render(tmp_path / "a.png", text_at((50, 50, 545, 400), "Zebra crossing"), number=7)
     second = render(tmp_path / "b.png", text_at((50, 50, 545, 400), "Pelican harbour"), number=3)
@@ -145,7 +145,7 @@ async def test_pages_of_one_call_come_back_in_input_order(
 
 
 async def test_unreadable_image_fails_with_engine_error(
-    engine: LocalEngine, tmp_path: Path
+    engine: RapidOcrEngine, tmp_path: Path
 ) -> None:
     path = tmp_path / "broken.png"
     path.write_bytes(b"this is not an image")
@@ -161,7 +161,7 @@ async def test_unreadable_image_fails_with_engine_error(
 async def test_call_past_the_timeout_fails_with_timeout(tmp_path: Path) -> None:
     image = render(tmp_path / "blank.png", lambda page: None)
     # A cold pool has to start a process and load the models: far beyond 1 ms.
-    slow = LocalEngine(load_settings({}, engine_timeout_s=0.001))
+    slow = RapidOcrEngine(load_settings({}, engine_timeout_s=0.001))
     try:
         with pytest.raises(OcrqError) as caught:
             await slow.recognise([image])
@@ -176,7 +176,7 @@ async def test_dead_worker_fails_the_call_as_unavailable_then_is_replaced(
     tmp_path: Path,
 ) -> None:
     image = render(tmp_path / "blank.png", lambda page: None)
-    fragile = LocalEngine(load_settings({}, local_workers=1))
+    fragile = RapidOcrEngine(load_settings({}, local_workers=1))
     try:
         before = set(multiprocessing.active_children())
         await fragile.warm_up()
@@ -196,7 +196,7 @@ async def test_dead_worker_fails_the_call_as_unavailable_then_is_replaced(
 
 
 async def test_closed_engine_fails_as_unavailable(tmp_path: Path) -> None:
-    closed = LocalEngine(load_settings({}))
+    closed = RapidOcrEngine(load_settings({}))
     await closed.aclose()
     image = render(tmp_path / "blank.png", lambda page: None)
 

@@ -1,0 +1,217 @@
+"""Ingest throughput against the raw Redis limit and a minimal FastAPI peer, side by side.
+
+    .venv/bin/python bench/bench_enqueue.py --sizes 100k,1m,10m --repeats 3
+
+For each document size, in one run on one private Redis (AOF off, then AOF everysec):
+
+- raw Redis limit: C concurrent asyncio clients each doing MULTI HSET(fields + payload)
+  + XADD + EXEC, as ocrq writes a job (the ceiling any HTTP front can reach);
+- ocrq producer, raw body / multipart / JSON base64, with 1 and 2 uvicorn processes (auth
+  off, metrics and JSON access logging on, as shipped);
+- the FastAPI peer (bench/peer_fastapi.py: the same MULTI, nothing else), raw body.
+
+Every phase sends the same number of documents (C clients in one separate process), is
+repeated, and reports jobs/s as the median of the repeats (min..max), plus the ratio to the
+raw Redis limit measured in the same run. Redis is flushed between phases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import functools
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+import redis.asyncio as aioredis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import stack
+
+from ocrq.shared.embedded import free_port, start_server
+
+HERE = Path(__file__).resolve().parent
+SIZES = {"100k": 100 * 1024, "1m": 1024 * 1024, "10m": 10 * 1024 * 1024 - 4096}
+DOCS = {"100k": 2000, "1m": 600, "10m": 60}  # per phase: ~1 GB at most in Redis
+
+
+def document(size: int) -> bytes:
+    """A PDF-looking document of exactly `size` bytes (the producer sniffs it as PDF)."""
+    return b"%PDF-1.4\n" + os.urandom(size - 9)
+
+
+async def raw_limit(url: str, data: bytes, count: int, clients: int) -> float:
+    """jobs/s of MULTI HSET + XADD at this concurrency, straight into Redis."""
+    pool = aioredis.Redis.from_url(url, max_connections=clients)
+    todo = iter(range(count))
+
+    async def client() -> None:
+        for _ in todo:
+            job_id = secrets.token_urlsafe(16)
+            async with pool.pipeline(transaction=True) as pipe:
+                pipe.hset(f"raw:job:{job_id}", mapping={
+                    "id": job_id, "status": "queued", "tenant": "public", "filename": "",
+                    "media_type": "application/pdf", "size": len(data), "lane": "interactive",
+                    "options": "{}", "created_at": 0, "attempts": 0, "pages_total": 0,
+                    "pages_done": 0, "payload": data, "worker": "", "batch": "",
+                })  # fmt: skip
+                pipe.xadd("raw:stream", {"id": job_id})
+                await pipe.execute()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    elapsed = time.perf_counter() - started
+    await pool.aclose()
+    return count / elapsed
+
+
+def http_load(url: str, kind: str, size: int, count: int, clients: int) -> float:
+    """jobs/s of `count` uploads of one kind from a separate process (C concurrent)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--client", url, kind, str(size), str(count), str(clients)],
+        capture_output=True, text=True, check=True, timeout=1800,
+    )  # fmt: skip
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+async def client_main(url: str, kind: str, size: int, count: int, clients: int) -> float:
+    """The client process: upload `count` documents, print jobs/s."""
+    data = document(size)
+    json_body = b'{"document": "' + base64.b64encode(data) + b'", "filename": "d.pdf"}'
+    todo = iter(range(count))
+    limits = httpx.Limits(max_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
+        await http.get("/healthz")
+
+        async def send() -> httpx.Response:
+            if kind == "raw":
+                return await http.post("/v1/jobs", content=data,
+                                       headers={"content-type": "application/pdf"})  # fmt: skip
+            if kind == "multipart":
+                return await http.post("/v1/jobs", files={"file": ("d.pdf", data)})
+            return await http.post("/v1/jobs", content=json_body,
+                                   headers={"content-type": "application/json"})  # fmt: skip
+
+        async def client() -> None:
+            for _ in todo:
+                r = await send()
+                assert r.status_code == 202, r.text[:200]
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        return count / (time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def fastapi_peer(redis_url: str, log: Path) -> Iterator[str]:
+    """The FastAPI peer under uvicorn (uvloop, httptools), one process."""
+    port = free_port()
+    env = {**os.environ, "REDIS_URL": redis_url}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "peer_fastapi:app",
+             "--port", str(port), "--loop", "uvloop", "--http", "httptools",
+             "--no-access-log", "--log-level", "warning"],
+            env=env, stdout=subprocess.DEVNULL, stderr=out,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        stack.wait_http(f"{url}/docs", proc, log)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def measure(
+    label: str, run: Callable[[], float], repeats: int, flush: Callable[[], None]
+) -> dict[str, Any]:
+    """Median, min and max jobs/s of `repeats` runs, Redis flushed before each."""
+    rates = []
+    for _ in range(repeats):
+        flush()
+        rates.append(run())
+    return {
+        "label": label,
+        "median": statistics.median(rates),
+        "min": min(rates),
+        "max": max(rates),
+    }
+
+
+def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[dict[str, Any]]:
+    """Every phase for one document size on one Redis."""
+    size, count, c = SIZES[name], max(args.min_docs, DOCS[name] // args.scale), args.clients
+    server = start_server(tmp / f"redis-{name}-{aof}", aof=aof)
+    sync = redis.Redis.from_url(server.url)
+    data = document(size)
+    rows = []
+    try:
+        flush = sync.flushall
+        rows.append(measure("raw Redis limit (MULTI HSET+XADD)",
+                            lambda: asyncio.run(raw_limit(server.url, data, count, c)),
+                            args.repeats, flush))  # fmt: skip
+        for workers in (1, 2):
+            with stack.producer(server.url, tmp, workers, max_backlog="1000000") as url:
+                for kind in ("raw", "multipart", "json") if workers == 1 else ("raw",):
+                    load = functools.partial(http_load, url, kind, size, count, c)
+                    rows.append(
+                        measure(f"ocrq {kind} ({workers} process)", load, args.repeats, flush)
+                    )
+        with fastapi_peer(server.url, tmp / "peer.log") as url:
+            rows.append(measure("FastAPI peer raw (1 process)",
+                                lambda: http_load(url, "raw", size, count, c),
+                                args.repeats, flush))  # fmt: skip
+    finally:
+        sync.close()
+        server.stop()
+    limit = rows[0]["median"]
+    for row in rows:
+        row["ratio"] = row["median"] / limit
+    return rows
+
+
+def main() -> None:
+    """Parse flags, run every size, print the tables."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        url, kind, size, count, clients = sys.argv[2:7]
+        print(asyncio.run(client_main(url, kind, int(size), int(count), int(clients))))
+        return
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100k,1m,10m")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--scale", type=int, default=1, help="divide the document counts by this")
+    p.add_argument("--min-docs", type=int, default=20)
+    p.add_argument("--aof", choices=("off", "everysec", "both"), default="both")
+    args = p.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {os.getloadavg()}")
+    aofs = {"off": [False], "everysec": [True], "both": [False, True]}[args.aof]
+    with stack.scratch_dir() as tmp:
+        for aof in aofs:
+            for name in args.sizes.split(","):
+                mode = "everysec" if aof else "off"
+                print(f"\n## {name} documents, AOF {mode}, {args.clients} clients")
+                print("| phase | jobs/s median (min..max) | of the raw limit |\n|---|---|---|")
+                for row in run_size(name, args, tmp, aof):
+                    spread = f"{row['min']:,.1f}..{row['max']:,.1f}"
+                    line = (
+                        f"| {row['label']} | {row['median']:,.1f} ({spread}) | {row['ratio']:.0%} |"
+                    )
+                    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
