@@ -30,6 +30,8 @@ from ocrq.shared.logging import configure_logging
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import JobStore, make_redis
 
+HELPER_START_S = 60.0  # starting a render process: a fork from the forkserver, normally ms
+
 log = structlog.get_logger("ocrq.worker")
 
 
@@ -77,6 +79,16 @@ def raster_pool(settings: Settings) -> RecyclingPool:
     )
 
 
+async def start_helpers(pool: RecyclingPool, engine: Engine, renderers: int) -> None:
+    """Start the render processes (with their forkserver) and the engine's before any job.
+
+    Ctrl-C in a terminal signals the whole process group; a helper process caught while
+    still starting up dies of it instead of ignoring it, and fails the job it was for.
+    """
+    await asyncio.gather(*(pool.run(HELPER_START_S, os.getpid) for _ in range(renderers)))
+    await engine.warm_up()
+
+
 async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False) -> None:
     """Build the worker's clients and pools, run the loop, close everything."""
     me = worker_name(settings)
@@ -93,6 +105,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     metrics = WorkerMetrics()
     health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
     try:
+        await start_helpers(pool, engine, settings.raster_workers)
         if settings.metrics_port:
             await health.start()
         store = JobStore(redis, settings)

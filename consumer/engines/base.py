@@ -54,6 +54,10 @@ class Engine(Protocol):
         """
         ...
 
+    async def warm_up(self) -> None:
+        """Start what the engine runs locally (processes, models) before the first job."""
+        ...
+
     async def probe(self) -> bool:
         """True when the engine is up and ready to answer (a cheap health check)."""
         ...

@@ -128,6 +128,9 @@ class VllmEngine:
         if settings.vllm_api_key:
             self._headers["Authorization"] = f"Bearer {settings.vllm_api_key}"
 
+    async def warm_up(self) -> None:
+        """Nothing to start: the model runs in the vLLM server."""
+
     async def recognise(
         self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
     ) -> EngineOutput:
