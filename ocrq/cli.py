@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "rm": "delete jobs and their results",
     "ls": "list your recent jobs",
     "k8s": "render generated Kubernetes manifests (e.g. `ocrq k8s keda`)",
+    "mcp": "serve the API to MCP clients (stdio; --http: streamable HTTP)",
 }
 CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls")
 
@@ -101,6 +102,18 @@ def run_k8s(argv: list[str]) -> int:
     return main(argv)
 
 
+def run_mcp(argv: list[str]) -> int:
+    """`ocrq mcp`: the MCP server; the SDK is an optional extra."""
+    try:
+        from ocrq.mcp_server import main
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] != "mcp":
+            raise
+        print('ocrq mcp: the MCP SDK is not installed: pip install "ocrq[mcp]"', file=sys.stderr)
+        return 2
+    return main(argv)
+
+
 RUNNERS: dict[str, Callable[[list[str]], int]] = {
     "producer": run_producer,
     "worker": run_worker,
@@ -108,6 +121,7 @@ RUNNERS: dict[str, Callable[[list[str]], int]] = {
     "fake-vllm": run_fake_vllm,
     **{name: functools.partial(run_client, command=name) for name in CLIENT_COMMANDS},
     "k8s": run_k8s,
+    "mcp": run_mcp,
 }
 
 

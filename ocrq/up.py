@@ -114,9 +114,9 @@ def wait_ready(url: str, stack: Supervisor, timeout_s: float = 60) -> None:
 def banner(url: str, redis_url: str, args: argparse.Namespace) -> str:
     """What to tell the user once everything answers."""
     return (
-        f"\nocrq is up: {url}  (engine {args.engine}, {args.workers} worker(s), "
-        f"redis {redis_url})\n"
-        f"  API docs:  {url}/schema/swagger\n"
+        f"\nocrq is up: open {url}/ui in a browser\n"
+        f"  running:   engine {args.engine}, {args.workers} worker(s), redis {redis_url}\n"
+        f"  API:       {url}  (docs: {url}/schema/swagger)\n"
         f"  submit:    curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/pdf' "
         "--data-binary @scan.pdf\n"
         f"  poll:      curl -s '{url}/v1/jobs/JOB_ID?wait=30'\n"

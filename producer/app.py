@@ -25,6 +25,7 @@ from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
 from ocrq.producer.routes import HANDLERS
 from ocrq.producer.runtime import Runtime
+from ocrq.producer.ui import page_headers, ui_router
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.enqueue import store_full
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -178,9 +179,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
             batch_results,
             *LIVE_HANDLERS,
             swagger_assets(),
+            ui_router(),
         ],
         lifespan=[lifespan_for(settings)],
-        middleware=[access_log(access_level)],
+        middleware=[access_log(access_level), page_headers],
         exception_handlers={Exception: error_response},
         openapi_config=openapi_config(settings),
         logging_config=None,

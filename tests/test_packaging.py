@@ -70,6 +70,11 @@ def test_the_wheel_holds_only_the_ocrq_namespace(tmp_path: Path) -> None:
         assert f"ocrq/{package}/__init__.py" in names
     assert "ocrq/shared/scripts/claim.lua" in names
     assert "ocrq/shared/scripts/lib/owns.lua" in names
+    # Package data the product needs at run time: models, the web page and pdf.js.
+    assert "ocrq/consumer/engines/tessdata/fra.traineddata" in names
+    assert "ocrq/consumer/engines/tessdata/rus.traineddata" in names
+    assert "ocrq/producer/static/ui/index.html" in names
+    assert "ocrq/producer/static/pdfjs/pdf.min.mjs" in names
 
 
 def test_the_client_imports_without_any_server_package() -> None:
