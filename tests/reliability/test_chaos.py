@@ -24,7 +24,7 @@ from stack import Stack, WorkerProc
 from ocrq.shared.embedded import EmbeddedServer
 
 LONG = os.environ.get("OCRQ_RELIABILITY") == "long"
-CHAOS_JOBS = 1000 if LONG else 150
+CHAOS_JOBS = 1000 if LONG else 250  # ~25 s of work: room for a kill every 2-4 s plus a restart
 OUTAGE_S = 120 if LONG else 15
 FAST_RECLAIM = {"visibility_timeout_ms": 2000, "max_deliveries": 100, "raster_workers": 1}
 
