@@ -21,7 +21,6 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import stack
 from sample_documents import text_pdf, text_png
 
-TERMINAL = {"done", "failed", "cancelled"}
+from ocrq.shared.schemas import TERMINAL
+
 OPTIONS = {"dpi": "100", "text_layer": "off", "batch_size": "1"}
 POLL_WAIT_S = 30
 
@@ -56,11 +56,6 @@ class Workload:
     documents: list[bytes]
     media_type: str
     pages: int
-
-
-def epoch(stamp: str) -> float:
-    """Seconds since the epoch of a job view's ISO timestamp."""
-    return datetime.fromisoformat(stamp).timestamp()
 
 
 async def finish(client: httpx.AsyncClient, url: str, job_id: str) -> dict[str, Any]:
@@ -103,8 +98,8 @@ async def run_workload(url: str, work: Workload, timeout_s: float) -> float:
     failed = [v["id"] for v in views if v["status"] != "done"]
     if failed:
         raise RuntimeError(f"{len(failed)} jobs did not finish: {failed[:3]}")
-    start = min(epoch(v["created_at"]) for v in views)
-    end = max(epoch(v["finished_at"]) for v in views)
+    start = min(stack.epoch(v["created_at"]) for v in views)
+    end = max(stack.epoch(v["finished_at"]) for v in views)
     return work.pages / (end - start)
 
 

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import stack
 from sample_documents import text_pdf
 
-TERMINAL = {"done", "failed", "cancelled"}
+from ocrq.shared.schemas import TERMINAL
+
 POLL_WAIT_S = 30
 HTTP_TIMEOUT_S = POLL_WAIT_S + 30
 

@@ -38,13 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import stack
 
+from ocrq.shared.schemas import TERMINAL
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
 HOSTILE = re.compile(r"fuzzed|encrypted|0 pages|bomb", re.IGNORECASE)
 GT_IN_KIND = re.compile(r"GT\s*=?\s*(?:\S*/)?(\S+\.txt)")
 ROTATED_SOURCE = ("file_pdfjs_test.pdf", 0)  # (document, page index): prose, one column
 ROTATIONS = (90, 180, 270)
-TERMINAL = {"done", "failed", "cancelled"}
 POLL_WAIT_S = 30
 
 
@@ -237,11 +238,6 @@ def load_cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
 # --- engines -----------------------------------------------------------------------------
 
 
-def epoch(stamp: str) -> float:
-    """Seconds since the epoch of a job view's ISO timestamp."""
-    return datetime.fromisoformat(stamp).timestamp()
-
-
 def ocrq_job(client: httpx.Client, case: Case, dpi: int) -> tuple[dict[str, Any], float]:
     """Submit one document, long-poll it to its end; its final view and the wall seconds."""
     started = time.perf_counter()
@@ -264,7 +260,7 @@ def run_ocrq(client: httpx.Client, case: Case, dpi: int) -> Score:
     result = client.get(f"/v1/jobs/{view['id']}/result").json()
     text = "\n\n".join(strip_markdown(page.get("markdown") or "") for page in result["pages"])
     if view.get("started_at") and view.get("finished_at"):
-        seconds = epoch(view["finished_at"]) - epoch(view["started_at"])
+        seconds = stack.epoch(view["finished_at"]) - stack.epoch(view["started_at"])
         return score(text, case.truth, seconds, "job timestamps")
     return score(text, case.truth, wall_s, "wall time")
 

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,11 @@ from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port, start_server
 
 STOP_TIMEOUT_S = 15.0
+
+
+def epoch(stamp: str) -> float:
+    """Seconds since the epoch of a job view's ISO timestamp."""
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:
