@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pymupdf
 import pytest
+from page_blocks import assert_blocks_fit_the_page
 from PIL import Image
 
 from ocrq.consumer.doubts import review_pages
@@ -114,15 +115,7 @@ async def test_blocks_are_boxes_inside_the_page_in_reading_order(
     [page] = (await engine.recognise([image])).pages
 
     assert [b.text.split()[0] for b in page.blocks] == ["First", "Second"]
-    for block in page.blocks:
-        x0, y0, x1, y1 = block.bbox_px
-        assert 0 <= x0 < x1 <= image.width and 0 <= y0 < y1 <= image.height
-        assert block.bbox == [
-            round(x0 / image.width, 4),
-            round(y0 / image.height, 4),
-            round(x1 / image.width, 4),
-            round(y1 / image.height, 4),
-        ]
+    assert_blocks_fit_the_page(page.blocks, image.width, image.height)
     assert page.blocks[0].bbox_px[3] < page.blocks[1].bbox_px[1]
 
 
