@@ -7,9 +7,16 @@ most C / L pages per second: its capacity. For each engine and worker count, a p
 Redis, one producer, the fake and N workers run two workloads, each submitted at once as raw
 uploads: 200 one-page PNGs, and 20 ten-page text PDFs (text layer off: every page goes to the
 engine). *of capacity* is pages per second (first submit to last finish, from the jobs'
-own timestamps) over C / L. The figure counts the ramp-up and the last wave too; with
-pages / C a whole number of waves, 1.00 is reachable. Then one one-page job at a time on an
-idle stack: the latency a client sees (submit to done) minus the engine's own L.
+own timestamps) over C / L. The figure counts the ramp-up and the last wave too: the fake
+runs each page for exactly L, so N pages take at least ceil(N / C) waves of L, and 200 pages
+on 32 slots can reach 6.25 / 7 = 0.89 at best. *of best* is that floor, ceil(N / C) x L,
+over the time taken: how close to a full engine the run was in steady state (1.00: every
+wave started the moment the one before ended). *steady* is the share of the engine's slots
+busy while the engine has work for all of them: the fake's running requests, sampled every
+50 ms, averaged from L after the first submit to L before the last finish (the first wave
+fills while pages render; the last is partial). *peak* is the most requests the fake ever
+ran at once. Then one one-page job at a time on an idle stack: the latency a client sees
+(submit to done) minus the engine's own L, in ms and as a ratio to L.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import statistics
 import sys
 import time
@@ -35,6 +43,7 @@ from ocrq.shared.schemas import TERMINAL
 
 OPTIONS = {"dpi": "100", "text_layer": "off", "batch_size": "1"}
 POLL_WAIT_S = 30
+SAMPLE_S = 0.05  # how often the fake's running requests are sampled
 
 
 @dataclass(frozen=True)
@@ -46,8 +55,18 @@ class Engine:
     def pages_per_s(self) -> float:
         return self.slots / self.latency_s
 
+    def best_s(self, pages: int) -> float:
+        """The shortest time the engine can take for ``pages``: whole waves of L."""
+        return math.ceil(pages / self.slots) * self.latency_s
+
     def __str__(self) -> str:
         return f"C={self.slots}, L={self.latency_s:g} s"
+
+
+@dataclass(frozen=True)
+class Run:
+    took_s: float  # first submit to last finish, from the jobs' own timestamps
+    steady: float  # mean share of the engine's slots running, first and last wave left out
 
 
 @dataclass(frozen=True)
@@ -82,9 +101,28 @@ async def submit(client: httpx.AsyncClient, url: str, body: bytes, media_type: s
     return job_id
 
 
-async def run_workload(url: str, work: Workload, timeout_s: float) -> float:
-    """Submit every document at once; pages per second from the jobs' own timestamps."""
+async def sample_running(fake_url: str, samples: list[tuple[float, int]]) -> None:
+    """(monotonic time, requests running) from the fake, until cancelled."""
+    async with httpx.AsyncClient(timeout=5) as client:
+        while True:
+            r = await client.get(f"{fake_url}/_stats")
+            samples.append((time.monotonic(), int(r.json()["running"])))
+            await asyncio.sleep(SAMPLE_S)
+
+
+def steady_share(samples: list[tuple[float, int]], engine: Engine, t0: float, t1: float) -> float:
+    """Mean running / C from L after the start to L before the end (all samples if too short)."""
+    inner = [n for t, n in samples if t0 + engine.latency_s <= t <= t1 - engine.latency_s]
+    counts = inner or [n for _, n in samples]
+    return statistics.fmean(counts) / engine.slots if counts else 0.0
+
+
+async def run_workload(url: str, fake_url: str, engine: Engine, work: Workload, args: Any) -> Run:
+    """Submit every document at once; how long they took, and how full the engine was."""
     limits = httpx.Limits(max_connections=len(work.documents) + 4)
+    samples: list[tuple[float, int]] = []
+    sampler = asyncio.create_task(sample_running(fake_url, samples))
+    t0 = time.monotonic()
     async with httpx.AsyncClient(timeout=POLL_WAIT_S + 30, limits=limits) as client:
 
         async def run_one(document: bytes) -> dict[str, Any]:
@@ -93,19 +131,25 @@ async def run_workload(url: str, work: Workload, timeout_s: float) -> float:
             return await finish(client, url, await submit(client, url, document, work.media_type))
 
         views = await asyncio.wait_for(
-            asyncio.gather(*(run_one(d) for d in work.documents)), timeout_s
+            asyncio.gather(*(run_one(d) for d in work.documents)), args.timeout
         )
+    t1 = time.monotonic()
+    sampler.cancel()
+    await asyncio.gather(sampler, return_exceptions=True)
     failed = [v["id"] for v in views if v["status"] != "done"]
     if failed:
         raise RuntimeError(f"{len(failed)} jobs did not finish: {failed[:3]}")
     start = min(stack.epoch(v["created_at"]) for v in views)
     end = max(stack.epoch(v["finished_at"]) for v in views)
-    return work.pages / (end - start)
+    return Run(end - start, steady_share(samples, engine, t0, t1))
 
 
 async def lone_latency(url: str, body: bytes, rounds: int) -> list[float]:
-    """Seconds from submit to done as a client sees them, one job at a time."""
-    seconds = []
+    """Seconds from submit to done as a client sees them, one job at a time.
+
+    The worker's own stage timings go to stderr (median ms): where the overhead goes.
+    """
+    seconds, stages = [], list[dict[str, int]]()
     async with httpx.AsyncClient(timeout=POLL_WAIT_S + 30) as client:
         for _ in range(rounds):
             started = time.perf_counter()
@@ -113,7 +157,11 @@ async def lone_latency(url: str, body: bytes, rounds: int) -> list[float]:
             if view["status"] != "done":
                 raise RuntimeError(f"lone job ended {view['status']}")
             seconds.append(time.perf_counter() - started)
+            stages.append(view["result"]["timings"])
             await asyncio.sleep(0.5)  # idle again: no window is open when the next arrives
+    if rounds > 1:
+        medians = {k: statistics.median(t[k] for t in stages) for k in stages[0]}
+        print(f"  lone job stages, median ms: {medians}", file=sys.stderr, flush=True)
     return seconds
 
 
@@ -122,9 +170,31 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}..{max(values):{fmt}})"
 
 
+def workload_cells(engine: Engine, fake: Any, url: str, work: Workload, args: Any) -> list[str]:
+    """`repeats` runs of one workload: of capacity, of best, steady, peak in flight."""
+    capacity, best, steady, peaks = [], [], [], []
+    for _ in range(args.repeats):
+        fake.reset_stats()
+        run = asyncio.run(run_workload(url, fake.url, engine, work, args))
+        capacity.append(work.pages / run.took_s / engine.pages_per_s)
+        best.append(engine.best_s(work.pages) / run.took_s)
+        steady.append(run.steady)
+        peaks.append(float(fake.stats()["peak_running"]))
+    cells = [spread(capacity, ".2f"), spread(best, ".2f"), spread(steady, ".2f")]
+    return [*cells, f"{max(peaks):.0f}"]
+
+
+def idle_cells(engine: Engine, url: str, body: bytes, rounds: int) -> list[str]:
+    """The lone job's latency over L: in ms, and as a ratio to L."""
+    seconds = asyncio.run(lone_latency(url, body, rounds))
+    over_ms = [(s - engine.latency_s) * 1000 for s in seconds]
+    return [spread(over_ms, ".0f"), f"{statistics.median(seconds) / engine.latency_s:.3f}"]
+
+
 def measure(engine: Engine, workers: int, loads: list[Workload], args: argparse.Namespace) -> str:
     """One stack: each workload `repeats` times, then the lone-job latency; one table row."""
     cells = []
+    env = dict(pair.split("=", 1) for pair in args.worker_env)
     with contextlib.ExitStack() as procs:
         tmp = procs.enter_context(stack.scratch_dir())
         redis_url = procs.enter_context(stack.private_redis(tmp))
@@ -132,17 +202,12 @@ def measure(engine: Engine, workers: int, loads: list[Workload], args: argparse.
         url = procs.enter_context(stack.producer(redis_url, tmp))
         for n in range(workers):
             (tmp / f"w{n}").mkdir()
-            procs.enter_context(stack.worker(redis_url, fake.url, tmp / f"w{n}"))
+            procs.enter_context(stack.worker(redis_url, fake.url, tmp / f"w{n}", **env))
         asyncio.run(lone_latency(url, loads[0].documents[0], 1))  # warm-up: pools, connections
-        for work in loads:
-            ratios = [
-                asyncio.run(run_workload(url, work, args.timeout)) / engine.pages_per_s
-                for _ in range(args.repeats)
-            ]
-            cells.append(spread(ratios, ".2f"))
-        overhead = asyncio.run(lone_latency(url, loads[0].documents[0], args.lone))
-        cells.append(spread([(s - engine.latency_s) * 1000 for s in overhead], ".0f"))
-    return f"{engine!s:<18}{workers:>8}  " + "".join(f"{c:>24}" for c in cells)
+        for work in loads if args.repeats else []:  # --repeats 0: the idle latency alone
+            cells += workload_cells(engine, fake, url, work, args)
+        cells += idle_cells(engine, url, loads[0].documents[0], args.lone)
+    return " | ".join([str(engine), str(workers), *cells])
 
 
 def main() -> int:
@@ -153,14 +218,21 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--lone", type=int, default=10, help="lone jobs for the idle latency")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-workload deadline (s)")
+    parser.add_argument(
+        "--worker-env", action="append", default=[], metavar="NAME=VALUE",
+        help="a worker setting without the OCRQ_ prefix (e.g. max_jobs=16); repeatable",
+    )  # fmt: skip
     args = parser.parse_args()
     loads = [
         Workload("200 x 1-page PNG", [text_png(i) for i in range(200)], "image/png", 200),
         Workload("20 x 10-page PDF", [text_pdf(i, 10) for i in range(20)], "application/pdf", 200),
     ]
-    print(f"of capacity: median of {args.repeats} (min..max); idle: ms over L, {args.lone} jobs")
-    header = "".join(f"{w.name + ' of cap.':>24}" for w in loads) + f"{'idle overhead ms':>24}"
-    print(f"{'engine':<18}{'workers':>8}  {header}")
+    print(f"of capacity, of best, steady: median of {args.repeats} (min..max); peak: most requests")
+    print(f"the engine ran at once; idle: the lone job's ms over L ({args.lone} jobs), /L ratio")
+    columns = ["engine", "workers"]
+    for w in loads:
+        columns += [f"{w.name} of cap.", "of best", "steady", "peak"]
+    print(" | ".join([*columns, "idle ms over L", "idle / L"]))
     for spec in args.engines.split(","):
         slots, latency = spec.split("x")
         engine = Engine(int(slots), float(latency))

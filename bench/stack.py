@@ -101,6 +101,15 @@ def worker(
     redis_url: str, vllm_url: str | None, tmp: Path, health_timeout_s: float = 30.0, **env: str
 ) -> Iterator[None]:
     """One `ocrq worker` on the vLLM engine (the local CPU engine when vllm_url is None)."""
+    with worker_process(redis_url, vllm_url, tmp, health_timeout_s, **env):
+        yield
+
+
+@contextlib.contextmanager
+def worker_process(
+    redis_url: str, vllm_url: str | None, tmp: Path, health_timeout_s: float = 30.0, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """worker(), yielding the process (to read its CPU time); pages go to ``tmp``/shm."""
     port = free_port()
     shm = tmp / "shm"
     shm.mkdir(exist_ok=True)
@@ -112,8 +121,8 @@ def worker(
     }  # fmt: skip
     health = f"http://127.0.0.1:{port}/healthz"
     log = tmp / "worker.log"
-    with ocrq_process("worker", [], values, health, log, health_timeout_s):
-        yield
+    with ocrq_process("worker", [], values, health, log, health_timeout_s) as proc:
+        yield proc
 
 
 @contextlib.contextmanager

@@ -17,18 +17,18 @@ class Delivery(msgspec.Struct, frozen=True):
     job_id: str  # "" for an entry that names no job (dropped, never redelivered)
     deliveries: int = 1
     batch: str = ""  # the job's batch, from the entry ("" for none)
+    stream: str = ""  # the stream (lane and partition) the entry is in
 
 
 def parse_entries(reply: Any) -> list[Delivery]:
     """XREADGROUP reply → deliveries."""
     out: list[Delivery] = []
     for stream, entries in reply or []:
-        lane = text(stream).rsplit(":", 1)[-1]
+        name = text(stream)
+        lane = name.rsplit(":", 1)[-1]
         for entry_id, fields in entries:
             fields = fields or {}
-            job_id = fields.get(ENTRY_JOB_ID.encode(), b"")
-            batch = fields.get(ENTRY_BATCH.encode(), b"")
-            out.append(
-                Delivery(lane=lane, entry=text(entry_id), job_id=text(job_id), batch=text(batch))
-            )
+            job_id = text(fields.get(ENTRY_JOB_ID.encode(), b""))
+            batch = text(fields.get(ENTRY_BATCH.encode(), b""))
+            out.append(Delivery(lane, text(entry_id), job_id, batch=batch, stream=name))
     return out

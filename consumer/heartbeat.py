@@ -67,7 +67,7 @@ class Heartbeat:
         while me is None or not me.cancelling():
             await asyncio.sleep(self.interval_s)
             try:
-                owned = await self.store.touch(self.d.lane, self.d.entry, self.me)
+                owned = await self.store.touch(self.d.job_id, self.d.lane, self.d.entry, self.me)
                 status = await self.store.status(self.d.job_id)
             except (RedisError, OSError) as e:  # a blip: keep working, try again next beat
                 # redis-py may turn our own cancellation into a connection error: the loop

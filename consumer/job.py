@@ -127,7 +127,7 @@ class JobRunner:
         with job_workspace(self.workspace, d.job_id) as folder:
             doc = folder / "document"
             await asyncio.to_thread(doc.write_bytes, record.payload)
-            job = JobPages(doc, record.media_type, record.options, folder, tally)
+            job = JobPages(d.job_id, doc, record.media_type, record.options, folder, tally)
             del record  # the payload: up to 10 MB this job no longer needs in memory
             text_pages, outputs = await self.reader.read_all(job, report)
         return assemble(

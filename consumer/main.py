@@ -17,6 +17,8 @@ import structlog
 
 from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.engines.base import Engine
+from ocrq.consumer.engines.cpu import CpuEngine
+from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.job import JobRunner
 from ocrq.consumer.metrics import HealthServer, WorkerMetrics
 from ocrq.consumer.pages import PageReader
@@ -55,6 +57,19 @@ def make_engine(settings: Settings, http: httpx.AsyncClient) -> Engine:
     from ocrq.consumer.engines.tesseract import TesseractEngine
 
     return TesseractEngine(settings)
+
+
+def engine_slots(settings: Settings, engine: Engine) -> int:
+    """Requests the worker keeps in the engine: a local engine's processes, else the setting."""
+    if isinstance(engine, CpuEngine):
+        return max(1, min(settings.engine_concurrency, engine.slots))
+    return max(1, settings.engine_concurrency)
+
+
+def page_flow(settings: Settings, engine: Engine) -> PageFlow:
+    """Engine slots, rendering processes and the render-ahead budget of /dev/shm."""
+    budget = settings.render_ahead_mb * 1024 * 1024
+    return PageFlow(engine_slots(settings, engine), settings.raster_workers, budget)
 
 
 def http_client(settings: Settings) -> httpx.AsyncClient:
@@ -102,7 +117,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     redis, http, pool = make_redis(settings), http_client(settings), raster_pool(settings)
     engine = make_engine(settings, http)
     circuit = EngineCircuit(engine.probe, settings)
+    flow = page_flow(settings, engine)
     metrics = WorkerMetrics()
+    metrics.watch_flow(flow)
     health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
     try:
         await start_helpers(pool, engine, settings.raster_workers)
@@ -112,10 +129,13 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         reader = PageReader(
             settings=settings, engine=engine, circuit=circuit, metrics=metrics,
             rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
-            slots=asyncio.Semaphore(settings.engine_concurrency),
+            flow=flow,
         )  # fmt: skip
         runner = JobRunner(settings, store, reader, metrics, me, workspace)
-        log.info("worker_started", engine=engine.name, model=engine.model, shm=str(workspace))
+        log.info(
+            "worker_started", engine=engine.name, model=engine.model, shm=str(workspace),
+            engine_slots=flow.engine.size,
+        )  # fmt: skip
         hooks = WebhookSender(settings, store, http, me)
         sending = asyncio.create_task(hooks.run(stop), name="webhooks")
         await Worker(settings, store, runner, metrics).run(stop, burst=burst)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -14,6 +15,9 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+if TYPE_CHECKING:
+    from ocrq.consumer.flow import PageFlow
 
 _STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -36,7 +40,21 @@ class WorkerMetrics:
             "ocrq_engine_errors", "Engine errors by code", ["code"], registry=r
         )
         self.in_flight = Gauge("ocrq_jobs_in_flight", "Jobs being processed", registry=r)
+        self.engine_requests = Gauge(
+            "ocrq_engine_requests_in_flight", "Engine requests (micro-batches) in flight",
+            registry=r,
+        )  # fmt: skip
+        self.engine_slots = Gauge("ocrq_engine_slots", "Engine requests allowed", registry=r)
+        self.render_ahead = Gauge(
+            "ocrq_render_ahead_bytes", "Rendered pages waiting for an engine slot", registry=r
+        )
         self.last_loop = time.monotonic()
+
+    def watch_flow(self, flow: PageFlow) -> None:
+        """Read the page flow's gauges from it at each scrape."""
+        self.engine_requests.set_function(lambda: flow.engine.used)
+        self.engine_slots.set_function(lambda: flow.engine.size)
+        self.render_ahead.set_function(lambda: flow.render.ready_bytes)
 
     def alive(self, stale_after_s: float) -> bool:
         """True while the worker loop has turned recently."""

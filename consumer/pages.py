@@ -1,8 +1,13 @@
-"""The pages of one job: text layers where good, the rest rendered and recognised in batches."""
+"""The pages of one job: text layers where good, the rest rendered and recognised in batches.
+
+Each batch is rendered ahead of the engine, outside any engine slot, then waits for one
+(consumer/flow.py says how both turns are shared between the worker's jobs).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -10,7 +15,8 @@ from pathlib import Path
 
 from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.doubts import review_pages
-from ocrq.consumer.engines.base import Engine, EngineOutput
+from ocrq.consumer.engines.base import Engine, EngineOutput, PageImage
+from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.raster import Rasteriser
 from ocrq.shared.schemas import JobOptions, Page
@@ -34,6 +40,7 @@ class Tally:
 class JobPages:
     """One job's document on disk, its options, and its tally."""
 
+    job_id: str
     doc: Path
     media_type: str
     options: JobOptions
@@ -47,15 +54,20 @@ def remove_files(paths: list[str]) -> None:
         Path(path).unlink(missing_ok=True)
 
 
+def files_size(images: list[PageImage]) -> int:
+    """Bytes the rendered pages take on disk."""
+    return sum(os.stat(image.path).st_size for image in images)
+
+
 @dataclass(frozen=True)
 class PageReader:
-    """Turns a job's pages into text: rasteriser, engine, and the worker-wide engine slots."""
+    """Turns a job's pages into text: rasteriser, engine, and the worker-wide page flow."""
 
     settings: Settings
     rasteriser: Rasteriser
     engine: Engine
     circuit: EngineCircuit  # the engine's health, shared by every job of the worker
-    slots: asyncio.Semaphore
+    flow: PageFlow  # rendering and engine turns, shared fairly by every job of the worker
     metrics: WorkerMetrics
 
     async def read_all(
@@ -72,6 +84,7 @@ class PageReader:
         job.tally.pages_done = len(text_pages)
         size = job.options.batch_size
         batches = [todo[i : i + size] for i in range(0, len(todo), size)]
+        self.flow.plan(job.job_id, len(batches))
         outputs: list[EngineOutput] = []
         tasks = [asyncio.ensure_future(self._batch(job, b)) for b in batches]
         try:
@@ -109,34 +122,48 @@ class PageReader:
         return pages
 
     async def _batch(self, job: JobPages, indices: list[int]) -> EngineOutput:
-        """Render a micro-batch just in time, recognise it under the global limit, drop it."""
-        async with self.slots:
-            started = time.monotonic()
-            images = [
-                await self.rasteriser.render(
-                    str(job.doc), job.media_type, i, self.dpi(job), str(job.folder)
-                )
-                for i in indices
-            ]
-            if self.settings.detect_orientation:
-                images = [await self.rasteriser.upright(image) for image in images]
-            raster_s = time.monotonic() - started
-            job.tally.raster_s += raster_s
-            self.metrics.stage_seconds.labels("raster").observe(raster_s)
-            started = time.monotonic()
-            try:
-                out = await self.circuit.call(
-                    lambda: self.engine.recognise(
-                        images, profile=job.options.profile, languages=job.options.languages
-                    ),
-                    on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
-                )
-            finally:
-                await asyncio.to_thread(remove_files, [image.path for image in images])
-            review_pages(
-                out.pages, images, self.engine.reads_scripts, self.settings.doubtful_confidence
+        """Render a micro-batch ahead of the engine, recognise it in an engine slot, drop it."""
+        images: list[PageImage] = []
+        try:
+            async with self.flow.render_turn(job.job_id) as rendered:
+                images = await self._render(job, indices)
+                rendered.size = await asyncio.to_thread(files_size, images)
+            waited = time.monotonic()
+            async with self.flow.engine_turn(job.job_id, rendered):
+                self.metrics.stage_seconds.labels("engine_wait").observe(time.monotonic() - waited)
+                return await self._recognise(job, images)
+        finally:
+            await asyncio.to_thread(remove_files, [image.path for image in images])
+
+    async def _render(self, job: JobPages, indices: list[int]) -> list[PageImage]:
+        """The batch's pages as files in the job's folder, turned upright when asked."""
+        started = time.monotonic()
+        images = [
+            await self.rasteriser.render(
+                str(job.doc), job.media_type, i, self.dpi(job), str(job.folder)
             )
-            infer_s = time.monotonic() - started
-            job.tally.infer_s += infer_s
-            self.metrics.stage_seconds.labels("inference").observe(infer_s)
-            return out
+            for i in indices
+        ]
+        if self.settings.detect_orientation:
+            images = [await self.rasteriser.upright(image) for image in images]
+        raster_s = time.monotonic() - started
+        job.tally.raster_s += raster_s
+        self.metrics.stage_seconds.labels("raster").observe(raster_s)
+        return images
+
+    async def _recognise(self, job: JobPages, images: list[PageImage]) -> EngineOutput:
+        """One engine call through the circuit, its pages reviewed for doubts."""
+        started = time.monotonic()
+        out = await self.circuit.call(
+            lambda: self.engine.recognise(
+                images, profile=job.options.profile, languages=job.options.languages
+            ),
+            on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
+        )
+        review_pages(
+            out.pages, images, self.engine.reads_scripts, self.settings.doubtful_confidence
+        )
+        infer_s = time.monotonic() - started
+        job.tally.infer_s += infer_s
+        self.metrics.stage_seconds.labels("inference").observe(infer_s)
+        return out

@@ -30,9 +30,12 @@ from ocrq.shared.schemas import Page
 
 PDF = "application/pdf"
 RENDER_TIMEOUT_S = 120.0
-# JPEG uploads are passed through untouched when small enough and in a colour model every
-# engine reads; anything else is re-encoded as PNG.
-_PASSTHROUGH_JPEG_MODES = frozenset({"L", "RGB"})
+# JPEG and PNG uploads are passed through untouched when small enough, upright, opaque and
+# in a colour model every engine reads; anything else is re-encoded as PNG. Re-encoding a
+# one-page PNG scan cost a lone job ~50 ms of its ~60 ms of rendering (BENCHMARKS.md).
+_PASSTHROUGH_MODES = frozenset({"L", "RGB"})
+_PASSTHROUGH_AS = {"JPEG": ("jpg", "image/jpeg"), "PNG": ("png", "image/png")}
+_END_MARKS = {"jpg": b"\xff\xd9", "png": b"IEND\xaeB`\x82"}  # the last bytes of the image
 
 # Formats Pillow may open: the uploads the producer accepts, never EPS or other plugins.
 _IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP")
@@ -228,14 +231,37 @@ def _scaled_dpi(image: Image.Image, width: int) -> tuple[float, float] | None:
         return None
 
 
-def _jpeg_passthrough(image: Image.Image, max_side: int) -> bool:
-    orientation = image.getexif().get(0x0112, 1)
-    return (
-        image.format == "JPEG"
-        and image.mode in _PASSTHROUGH_JPEG_MODES
+def _passthrough_as(image: Image.Image, max_side: int) -> tuple[str, str] | None:
+    """(suffix, media type) to copy the upload under as it is, or None to re-encode it."""
+    kind = _PASSTHROUGH_AS.get(image.format or "")
+    fits = (
+        image.mode in _PASSTHROUGH_MODES
         and max(image.size) <= max_side
-        and orientation == 1
+        and image.getexif().get(0x0112, 1) == 1  # no EXIF orientation to apply
+        and "transparency" not in image.info
+        and not getattr(image, "is_animated", False)  # an APNG's frames are not pages
     )
+    return kind if fits else None
+
+
+def _intact(path: str, suffix: str) -> bool:
+    """True when the file ends where its image ends and every chunk checks out (PNG CRCs).
+
+    Engines decode more strictly than Pillow: an upload with a damaged chunk, or with
+    anything after its image (a polyglot carrying another file), is re-encoded, not copied.
+    """
+    with open(path, "rb") as file:
+        file.seek(0, 2)
+        file.seek(max(0, file.tell() - 64))
+        tail = file.read()
+    if not tail.rstrip(b"\0").endswith(_END_MARKS[suffix]):
+        return False
+    try:
+        with Image.open(path, formats=_IMAGE_FORMATS) as image:
+            image.verify()
+    except Exception:  # verify raises several types on damaged data
+        return False
+    return True
 
 
 def normalise_image(
@@ -247,14 +273,14 @@ def normalise_image(
     try:
         if index >= image_pages(image):  # a WebP animation's later frames are not pages
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"the image has no page {number}")
-        if _jpeg_passthrough(image, max_side):
-            image.load()  # decode once so a broken JPEG fails here, not in the engine
-            target = page_file(out_dir, number, "jpg")
+        if (kind := _passthrough_as(image, max_side)) and _intact(path, kind[0]):
+            image.load()  # decode once so a broken file fails here, not in the engine
+            target = page_file(out_dir, number, kind[0])
             shutil.copyfile(path, target)
             return PageImage(
                 number=number,
                 path=target,
-                media_type="image/jpeg",
+                media_type=kind[1],
                 width=image.width,
                 height=image.height,
             )

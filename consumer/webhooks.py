@@ -33,6 +33,7 @@ CONCURRENCY = 8
 class Delivery(msgspec.Struct, frozen=True):
     """One entry of the webhooks stream."""
 
+    stream: str  # the partition's webhooks stream it came from
     entry: str
     kind: str  # job | batch
     id: str
@@ -74,32 +75,38 @@ class WebhookSender:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
     async def ensure_group(self) -> None:
-        """The workers' group on the webhooks stream (created once, at id 0)."""
-        try:
-            await self.store.redis.xgroup_create(
-                self.keys.webhooks, self.keys.webhook_group, id="0", mkstream=True
-            )
-        except ResponseError as e:
-            if "BUSYGROUP" not in str(e):
-                raise
+        """The workers' group on every partition's webhooks stream (created once, at id 0)."""
+        for tag in self.keys.tags:
+            await self.store.create_group(self.keys.webhooks(tag), self.keys.webhook_group)
 
     async def _turn(self) -> None:
         await self.slots.acquire()
         self.slots.release()  # a slot is free: worth reading
-        redis, keys = self.store.redis, self.keys
+        # One blocking read cannot name streams of several cluster slots: each partition
+        # is read in turn, and an idle turn still lasts about a second in all.
+        block_ms = max(1, 1000 // self.keys.partitions)
+        for stream in (self.keys.webhooks(tag) for tag in self.keys.tags):
+            self._start(stream, await self._read(stream, block_ms))
+
+    async def _read(self, stream: str, block_ms: int) -> list[Any]:
+        """Stale entries of dead senders, then new ones, from one webhooks stream."""
+        redis, group = self.store.redis, self.keys.webhook_group
         stale = await redis.xautoclaim(
-            keys.webhooks, keys.webhook_group, self.me, self.settings.visibility_timeout_ms,
-            count=CONCURRENCY,
-        )  # fmt: skip
+            stream, group, self.me, self.settings.visibility_timeout_ms, count=CONCURRENCY
+        )
         entries = list(stale[1])
         reply: Any = await redis.xreadgroup(
-            keys.webhook_group, self.me, {keys.webhooks: ">"}, count=CONCURRENCY, block=1000
+            group, self.me, {stream: ">"}, count=CONCURRENCY, block=block_ms
         )
         for _, new in reply or []:
             entries += new
+        return entries
+
+    def _start(self, stream: str, entries: list[Any]) -> None:
+        """A delivery task for each entry not already being delivered."""
         for entry_id, fields in entries:
             if fields and text(entry_id) not in self.delivering:
-                d = Delivery(text(entry_id), text(fields[b"kind"]), text(fields[b"id"]))
+                d = Delivery(stream, text(entry_id), text(fields[b"kind"]), text(fields[b"id"]))
                 self.delivering.add(d.entry)
                 task = asyncio.create_task(self._deliver(d))
                 self.tasks.add(task)
@@ -116,12 +123,12 @@ class WebhookSender:
     async def _hold(self, d: Delivery) -> None:
         """Reset the entry's idle time: a delivery still being retried is not for a reclaim."""
         await self.store.redis.xclaim(
-            self.keys.webhooks, self.keys.webhook_group, self.me, 0, [d.entry], justid=True
+            d.stream, self.keys.webhook_group, self.me, 0, [d.entry], justid=True
         )
 
     async def _ack(self, d: Delivery) -> None:
-        await self.store.redis.xack(self.keys.webhooks, self.keys.webhook_group, d.entry)
-        await self.store.redis.xdel(self.keys.webhooks, d.entry)
+        await self.store.redis.xack(d.stream, self.keys.webhook_group, d.entry)
+        await self.store.redis.xdel(d.stream, d.entry)
 
     async def _attempts(self, d: Delivery) -> None:
         """Send until the receiver says 2xx or the retry time is spent."""

@@ -1,4 +1,19 @@
-"""The worker loop: reclaim stale entries, collect a window of new ones, dispatch each job."""
+"""The worker loop: reclaim stale entries, take new ones while the page flow has room.
+
+How the lanes are read (``collect_window``), as measured on Redis 7.0 (BENCHMARKS.md):
+
+- What is queued already is taken at once, without blocking: a backlog waits for no window.
+- With nothing queued, one long blocking read (``redis_block_ms``) waits for the first
+  entry; Redis wakes a blocked client the moment XADD adds one.
+- A lone job, one that nothing else is queued with, is dispatched at once: no window.
+- When others came with it (a burst is arriving) and the worker has room for more, it
+  gathers the burst for the rest of one window (``collect_window_ms``): an asyncio sleep,
+  then a non-blocking read. Never a short BLOCK: Redis 7.0 at its default ``hz 10`` times
+  out blocked clients on its ~100 ms clock, so ``BLOCK 1..50`` returns after ~100 ms.
+
+How many to take is ``room()``: what the worker can start rendering soon (``PageFlow``),
+within ``max_jobs``; so one worker's first read cannot take most of a burst from the rest.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +28,7 @@ import structlog
 from redis.exceptions import RedisError, ResponseError
 
 from ocrq.consumer.delivery import Delivery, parse_entries
+from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.job import JobRunner
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.retry import Backoff
@@ -23,21 +39,29 @@ from ocrq.shared.store import REDIS_DOWN, JobStore
 log = structlog.get_logger("ocrq.worker")
 
 
+def rotated(items: list[str], turn: int) -> list[str]:
+    """``items`` starting at position ``turn`` (mod its length), wrapping round."""
+    start = turn % len(items)
+    return items[start:] + items[:start]
+
+
 class Worker:
-    """One consumer process: at most ``max_jobs`` jobs in flight."""
+    """One consumer process: takes jobs while its page flow has room, at most ``max_jobs``."""
 
     def __init__(
         self, settings: Settings, store: JobStore, runner: JobRunner, metrics: WorkerMetrics
     ) -> None:
         self.settings, self.store, self.runner, self.metrics = settings, store, runner, metrics
         self.me = runner.me
+        self.flow: PageFlow = runner.reader.flow
         self.stack_root: Path = runner.workspace.parent  # where other workers' folders live
         self.tasks: dict[asyncio.Task[None], Delivery] = {}
-        # Entries already pending to us that no task runs yet: read beyond the free slots,
+        # Entries already pending to us that no task runs yet: read beyond the room,
         # or found again after an outage or a restart under the same name.
         self.held: list[Delivery] = []
         self._next_reclaim = 0.0
-        self._cursors = dict.fromkeys(store.keys.lanes, "0-0")  # XAUTOCLAIM, per lane
+        self._cursors: dict[str, str] = {}  # XAUTOCLAIM's scan position, per stream
+        self._rotation = 0  # which partition a read of the queue tries first
         self._resume = True  # take back our own pending entries at start
         self._interactive_streak = 0  # reads served by `interactive` since `batch` last was
 
@@ -78,39 +102,39 @@ class Worker:
             await circuit.wait_closed(1.0)
             return 0
         dispatched = await self._dispatch_held()
-        free = self.free_slots()
-        if free <= 0:
-            await asyncio.wait(set(self.tasks), timeout=1.0, return_when=asyncio.FIRST_COMPLETED)
+        room = self.room()
+        if room <= 0:  # until a batch is rendered or a job ends; a second at most
+            await self.flow.wait_for_room(1.0)
             return dispatched
         if time.monotonic() >= self._next_reclaim:
             # Dispatched before anything else can fail: these entries are already ours.
-            self.held += await self.reclaim(free)
+            self.held += await self.reclaim(room)
             dispatched += await self._dispatch_held()
-            free = self.free_slots()
-        if free > 0:
-            # In burst mode an idle worker must notice an empty queue quickly.
-            block_ms = 1 if burst and not self.tasks else self.settings.redis_block_ms
-            deliveries = await self.collect_window(free, stop, block_ms)
+            room = self.room()
+        if room > 0:
+            # In burst mode an idle worker must notice an empty queue at once.
+            block_ms = 0 if burst and not self.tasks else self.settings.redis_block_ms
+            deliveries = await self.collect_window(room, stop, block_ms)
             if deliveries:
                 self.metrics.window_fill.observe(len(deliveries))
             self.held += deliveries
             dispatched += await self._dispatch_held()
         return dispatched
 
-    def free_slots(self) -> int:
-        """Jobs this worker may still start."""
-        return self.settings.max_jobs - len(self.tasks)
+    def room(self) -> int:
+        """Jobs to take now: what the worker can start soon, within ``max_jobs`` in flight."""
+        return min(self.settings.max_jobs - len(self.tasks), self.flow.room())
 
     async def _dispatch_held(self) -> int:
-        """Start held deliveries while slots are free; the rest stay held for the next turn."""
+        """Start held deliveries while there is room; the rest stay held for the next turn."""
         started = 0
-        while self.held and self.free_slots() > 0:
+        while self.held and self.room() > 0:
             started += await self._dispatch(self.held.pop(0))
         return started
 
     async def _dispatch(self, d: Delivery) -> int:
         if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
-            await self.store.drop_entry(d.lane, d.entry)
+            await self.store.drop_entry(d.stream or self.store.keys.stream(d.lane), d.entry)
             return 0
         running = self.tasks.values()
         if any(r.entry == d.entry or r.job_id == d.job_id for r in running):
@@ -118,32 +142,50 @@ class Worker:
             # run: a second copy here would share (and delete) the first one's files.
             log.info("already_running", job_id=d.job_id, entry=d.entry)
             return 0
+        self.flow.admit(d.job_id)
         task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
         self.tasks[task] = d
         task.add_done_callback(self._forget)
         return 1
 
     def _forget(self, task: asyncio.Task[None]) -> None:
-        self.tasks.pop(task, None)
+        d = self.tasks.pop(task, None)
+        if d is not None:
+            self.flow.forget(d.job_id)
 
     async def collect_window(
-        self, free: int, stop: asyncio.Event, block_ms: int | None = None
+        self, take: int, stop: asyncio.Event, block_ms: int | None = None
     ) -> list[Delivery]:
-        """Block for the first entry, then gather more for one window or until ``free``."""
-        got = await self.read(free, block_ms or self.settings.redis_block_ms)
-        if not got:
+        """Up to ``take`` entries: those queued, else the first to arrive and its burst.
+
+        ``block_ms`` 0: return at once when nothing is queued (burst mode, tests).
+        """
+        got = await self.read_queued(take)
+        if got or block_ms == 0:
             return got
-        deadline = time.monotonic() + self.settings.collect_window_ms / 1000
-        while len(got) < free and not stop.is_set():
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0:
-                break
-            try:
-                got += await self.read(free - len(got), left_ms)
-            except (RedisError, OSError) as e:  # keep what was read: it is pending to us
-                log.warning("collect_interrupted", error=str(e), kept=len(got))
-                break
-        return got
+        got = await self.wait_first(block_ms or self.settings.redis_block_ms)
+        if not got or len(got) >= take:
+            return got
+        opened = time.monotonic()
+        more = await self._read_more(take - len(got))
+        if more and len(got) + len(more) < take:  # a burst: gather it for one window
+            await self._rest_of_window(opened, stop)
+            more += await self._read_more(take - len(got) - len(more))
+        return got + more
+
+    async def _read_more(self, count: int) -> list[Delivery]:
+        """What else is queued; an error keeps what was read already (it is pending to us)."""
+        try:
+            return await self.read_queued(count)
+        except (RedisError, OSError) as e:
+            log.warning("collect_interrupted", error=str(e))
+            return []
+
+    async def _rest_of_window(self, opened: float, stop: asyncio.Event) -> None:
+        left = opened + self.settings.collect_window_ms / 1000 - time.monotonic()
+        if left > 0:  # a timed sleep, not a BLOCK: Redis would round it up to ~100 ms
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), left)
 
     def lane_order(self) -> tuple[str, ...]:
         """Interactive first, except that every OCRQ_BATCH_SHARE-th read tries batch first.
@@ -156,44 +198,85 @@ class Worker:
             return tuple(reversed(lanes))
         return lanes
 
-    async def read(self, count: int, block_ms: int) -> list[Delivery]:
-        """Up to count new entries, in lane_order; BLOCK at most block_ms (≥1).
+    async def read_queued(self, count: int) -> list[Delivery]:
+        """Up to count entries already queued, from the first lane in lane_order with any.
 
-        Each lane is read on its own while any has entries, so one read never returns more
-        than ``count``. Only the blocking read names every lane, and Redis serves a blocked
-        read from the one lane that got an entry; should entries have arrived on two lanes
-        in between, the extra ones are held for the next turn (they are pending to us).
+        Never blocks, and never returns more than ``count``: each lane is read on its own.
         """
         keys, redis = self.store.keys, self.store.redis
+        self._rotation += 1  # partitions take turns at being read first
         for lane in self.lane_order():
-            reply = await redis.xreadgroup(keys.group, self.me, {keys.stream(lane): ">"}, count)
-            if got := parse_entries(reply):
-                first = lane == keys.lanes[0]
-                self._interactive_streak = self._interactive_streak + 1 if first else 0
-                return got
-        every: dict[Any, Any] = {keys.stream(lane): ">" for lane in keys.lanes}
-        reply = await redis.xreadgroup(keys.group, self.me, every, count, block=max(1, block_ms))
+            for stream in rotated(keys.streams(lane), self._rotation):
+                reply = await redis.xreadgroup(keys.group, self.me, {stream: ">"}, count)
+                if got := parse_entries(reply):
+                    first = lane == keys.lanes[0]
+                    self._interactive_streak = self._interactive_streak + 1 if first else 0
+                    return got
+        return []
+
+    async def wait_first(self, block_ms: int) -> list[Delivery]:
+        """The first entry to arrive on any lane, waiting at most block_ms (≥1).
+
+        XADD wakes the blocked read at once. Redis serves it from the lane that got the
+        entry; should entries have arrived on two lanes at once, the second one is held
+        for the next turn (it is pending to us).
+        """
+        tags = self.store.keys.tags
+        if len(tags) == 1:
+            return await self._wait_partition(tags[0], block_ms)
+        return await self._wait_any_partition(block_ms)
+
+    async def _wait_partition(self, tag: str, block_ms: int) -> list[Delivery]:
+        """One blocking read over every lane of one partition (their streams share a slot)."""
+        keys = self.store.keys
+        every: dict[Any, Any] = {keys.stream(lane, tag): ">" for lane in keys.lanes}
+        reply = await self.store.redis.xreadgroup(
+            keys.group, self.me, every, 1, block=max(1, block_ms)
+        )
         return parse_entries(reply)
 
-    async def reclaim(self, free: int) -> list[Delivery]:
+    async def _wait_any_partition(self, block_ms: int) -> list[Delivery]:
+        """A blocking read per partition (one read cannot name several cluster slots); the
+        first to return wins and the others are cancelled.
+
+        A cancelled read may have been served an entry whose reply never arrived: it is
+        pending to us, and resume_own, asked for on the next turn, takes it back.
+        """
+        reads = {
+            asyncio.create_task(self._wait_partition(tag, block_ms), name=f"wait-{tag}")
+            for tag in self.store.keys.tags
+        }
+        got: list[Delivery] = []
+        try:
+            while reads and not got:
+                done, reads = await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    got += task.result()
+        finally:
+            for task in reads:
+                task.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+            self._resume = self._resume or bool(reads)
+        return got
+
+    async def reclaim(self, room: int) -> list[Delivery]:
         """XAUTOCLAIM entries idle past the visibility timeout (their worker died)."""
         keys, out = self.store.keys, list[Delivery]()
         self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
         await asyncio.to_thread(sweep_stale, self.stack_root)
-        for lane in keys.lanes:
-            stream = keys.stream(lane)
+        for stream in (s for lane in keys.lanes for s in keys.streams(lane)):
             cursor, entries, *_ = await self.store.redis.xautoclaim(
                 stream, keys.group, self.me, self.settings.visibility_timeout_ms,
-                start_id=self._cursors[lane], count=free - len(out),
+                start_id=self._cursors.get(stream, "0-0"), count=room - len(out),
             )  # fmt: skip
             # The scan goes on from where it stopped: stale entries behind many live ones
             # are reached in later turns rather than never.
-            self._cursors[lane] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
+            self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
             for d in parse_entries([(stream.encode(), entries)]):
                 out.append(await self._with_delivery_count(stream, d))
-            await self.store.prune_consumers(lane, self.me, self.settings.consumer_prune_idle_s)
-            if len(out) >= free:
+            await self.store.prune_consumers(stream, self.me, self.settings.consumer_prune_idle_s)
+            if len(out) >= room:
                 break
         if out:
             log.warning("reclaimed", count=len(out), jobs=[d.job_id for d in out])
@@ -203,12 +286,13 @@ class Worker:
         """Entries pending to this very consumer that no task runs (an outage, a restart)."""
         running = {d.entry for d in self.tasks.values()} | {d.entry for d in self.held}
         out: list[Delivery] = []
-        for lane in self.store.keys.lanes:
-            pending = await self.store.own_pending(lane, self.me, 10 * self.settings.max_jobs)
+        keys = self.store.keys
+        for lane, stream in ((name, s) for name in keys.lanes for s in keys.streams(name)):
+            pending = await self.store.own_pending(stream, self.me, 10 * self.settings.max_jobs)
             for entry, delivered in pending:
                 if entry not in running:
-                    job_id, batch = await self.store.entry_job(lane, entry)
-                    out.append(Delivery(lane, entry, job_id, delivered, batch))
+                    job_id, batch = await self.store.entry_job(stream, entry)
+                    out.append(Delivery(lane, entry, job_id, delivered, batch, stream))
         if out:
             log.warning("resumed_own_entries", count=len(out), jobs=[d.job_id for d in out])
         return out

@@ -6,6 +6,7 @@ import asyncio
 import random
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -96,6 +97,15 @@ class ConcurrencyGate:
             self.changed.notify_all()
 
 
+@dataclass
+class Traffic:
+    """What the chat endpoint received since the last reset (benchmarks compare handoffs)."""
+
+    requests: int = 0
+    request_bytes: int = 0  # request bodies as they arrived
+    images: int = 0  # images read and decoded, from data URIs and files alike
+
+
 class FakeVllmApp:
     """Routes requests; holds the config, the recorded bodies and the injection counters."""
 
@@ -105,6 +115,7 @@ class FakeVllmApp:
         self.random = random.Random(config.seed)
         self.loading_since = time.monotonic()
         self.gate = ConcurrencyGate(self)
+        self.traffic = Traffic()
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         """Dispatch one HTTP request."""
@@ -117,6 +128,8 @@ class FakeVllmApp:
             ("GET", "/_config"): self.get_config,
             ("GET", "/_stats"): self.get_stats,
             ("DELETE", "/_stats"): self.reset_stats,
+            ("GET", "/_traffic"): self.get_traffic,
+            ("DELETE", "/_traffic"): self.reset_traffic,
             ("POST", "/_config"): self.set_config,
         }
         route = routes.get((request.method, request.path))
@@ -164,6 +177,15 @@ class FakeVllmApp:
         self.gate.peak_running = self.gate.running
         return json_response({"reset": True})
 
+    async def get_traffic(self, request: HttpRequest) -> HttpResponse:
+        """Chat requests, their body bytes and the images decoded, since the last reset."""
+        return json_response(self.traffic)
+
+    async def reset_traffic(self, request: HttpRequest) -> HttpResponse:
+        """Start counting traffic afresh."""
+        self.traffic = Traffic()
+        return json_response({"reset": True})
+
     async def get_config(self, request: HttpRequest) -> HttpResponse:
         """The current config, counters included."""
         return json_response(self.config)
@@ -193,6 +215,8 @@ class FakeVllmApp:
 
     async def chat_completions(self, request: HttpRequest) -> HttpResponse:
         """Record the body, inject failures, enforce the protocol, then answer."""
+        self.traffic.requests += 1
+        self.traffic.request_bytes += len(request.body)
         try:
             body = await asyncio.to_thread(msgspec.json.decode, request.body)
         except msgspec.DecodeError as e:
@@ -234,6 +258,7 @@ class FakeVllmApp:
         """Validate, decode the images off the loop, wait for a slot, 'generate'."""
         config = self.config
         chat, images = await asyncio.to_thread(read_chat_request, body, config)
+        self.traffic.images += len(images)
         prompt = prompt_tokens(chat, images, config.profile)
         if prompt + chat.max_tokens > config.max_model_len:
             raise context_error(prompt, chat.max_tokens, config.max_model_len)
@@ -249,7 +274,7 @@ class FakeVllmApp:
 
 
 def read_chat_request(body: Any, config: FakeConfig) -> tuple[ChatRequest, list[DecodedImage]]:
-    """Check the body against the protocol and decode its images (CPU-bound: use a thread)."""
+    """Check the body, read its image files and decode every image (blocking: use a thread)."""
     chat = parse_chat_request(body, config)
     images = [decode_image(image, index) for index, image in enumerate(chat.images)]
     return chat, images

@@ -66,6 +66,9 @@ class FakeConfig(msgspec.Struct, kw_only=True):
     truncate_next: Count = 0
     seed: int = 0
     max_recorded: Count = 1000  # request bodies kept for GET /_requests (oldest dropped)
+    # vLLM's --allowed-local-media-path: file:// images are read only from under this
+    # folder; "" refuses them all, as vLLM does by default.
+    allowed_local_media_path: str = ""
 
     @property
     def profile(self) -> Profile:

@@ -1,4 +1,11 @@
-"""The model protocol: which chat-completion bodies the fake accepts, and why it rejects others."""
+"""The model protocol: which chat-completion bodies the fake accepts, and why it rejects others.
+
+Images come as base64 data URIs, or as ``file://`` URLs under the folder vLLM was started
+with (``--allowed-local-media-path``); vLLM refuses every other local file, and all of them
+when no folder was given. The messages of that rule are vLLM's own (MediaConnector in
+vllm/multimodal/utils.py). A file that cannot be read is answered 400 here; a real vLLM may
+answer 500 (an OSError in its image loader): the worker's start-up probe refuses both.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,19 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from ocrq.fakevllm.config import FakeConfig, Profile
 
 IMAGE_MARKER = "<image>"
 DATA_URI = re.compile(r"^data:(image/(?:png|jpeg));base64,(.*)$", re.DOTALL)
+FILE_SCHEME = "file:"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 JPEG_MAGIC = b"\xff\xd8\xff"
+MAGIC_TYPES = ((PNG_MAGIC, "image/png"), (JPEG_MAGIC, "image/jpeg"))
 
 
 class ProtocolError(Exception):
@@ -63,7 +75,7 @@ def parse_chat_request(body: Any, config: FakeConfig) -> ChatRequest:
     check_model(body, config)
     if body.get("stream"):
         raise ProtocolError("stream=true is not supported by this server", param="stream")
-    prompt, images = parse_messages(body.get("messages"))
+    prompt, images = parse_messages(body.get("messages"), config.allowed_local_media_path)
     check_sampling(body)
     check_xargs(body.get("vllm_xargs"), config.profile, len(images))
     max_tokens = body.get("max_tokens")
@@ -86,8 +98,11 @@ def check_model(body: dict[str, Any], config: FakeConfig) -> None:
         )
 
 
-def parse_messages(messages: Any) -> tuple[str, list[EncodedImage]]:
-    """One user message: exactly one text part (the prompt) and at least one image part."""
+def parse_messages(messages: Any, allowed: str = "") -> tuple[str, list[EncodedImage]]:
+    """One user message: exactly one text part (the prompt) and at least one image part.
+
+    ``allowed`` is the folder local image files may come from ("" refuses them all).
+    """
     if not isinstance(messages, list) or len(messages) != 1:
         raise ProtocolError("messages must be a list holding exactly one message", "messages")
     message = messages[0]
@@ -103,7 +118,7 @@ def parse_messages(messages: Any) -> tuple[str, list[EncodedImage]]:
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif kind == "image_url":
-            images.append(parse_image_part(part, index))
+            images.append(parse_image_part(part, index, allowed))
         else:
             raise ProtocolError(
                 f"content part {index} must be a text or image_url part", param="messages"
@@ -116,17 +131,19 @@ def parse_messages(messages: Any) -> tuple[str, list[EncodedImage]]:
     return texts[0], images
 
 
-def parse_image_part(part: dict[str, Any], index: int) -> EncodedImage:
-    """A PNG or JPEG data URI whose base64 decodes to bytes of the declared format."""
+def parse_image_part(part: dict[str, Any], index: int, allowed: str = "") -> EncodedImage:
+    """A file URL under ``allowed`` (read here: blocking I/O), or a PNG or JPEG data URI."""
     image_url = part.get("image_url")
     url = image_url.get("url") if isinstance(image_url, dict) else None
     if not isinstance(url, str):
         raise ProtocolError(f"content part {index}: image_url.url must be a string", "messages")
+    if url.startswith(FILE_SCHEME):
+        return load_local_image(url, allowed)
     match = DATA_URI.match(url)
     if match is None:
         raise ProtocolError(
             f"content part {index}: image_url must be a data:image/png or data:image/jpeg "
-            "base64 URI",
+            "base64 URI, or a file:// URL",
             param="messages",
         )
     media_type, encoded = match.group(1), match.group(2)
@@ -142,6 +159,42 @@ def parse_image_part(part: dict[str, Any], index: int) -> EncodedImage:
             f"content part {index}: image data is not a {media_type} image", param="messages"
         )
     return EncodedImage(media_type=media_type, data=data)
+
+
+def load_local_image(url: str, allowed: str) -> EncodedImage:
+    """The image a file URL names, identified by its content as vLLM does (not by its name)."""
+    path = allowed_local_path(url, allowed)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ProtocolError(str(e), param="messages") from e
+    for magic, media_type in MAGIC_TYPES:
+        if data.startswith(magic):
+            return EncodedImage(media_type=media_type, data=data)
+    raise ProtocolError(
+        f"Failed to identify image: cannot identify image file '{path}'", param="messages"
+    )
+
+
+def allowed_local_path(url: str, allowed: str) -> Path:
+    """The file a URL names when it lies strictly under ``allowed`` (symlinks resolved)."""
+    if not allowed:
+        raise ProtocolError(
+            "Cannot load local files without `--allowed-local-media-path`.", param="messages"
+        )
+    root = Path(allowed).resolve()
+    if not root.is_dir():
+        problem = "does not exist" if not root.exists() else "must be a directory"
+        raise ProtocolError(
+            f"Invalid `--allowed-local-media-path`: The path {root} {problem}.", param="messages"
+        )
+    path = Path(url2pathname(urlparse(url).path))
+    if root not in path.resolve().parents:
+        raise ProtocolError(
+            f"The file path {path} must be a subpath of `--allowed-local-media-path` {root}.",
+            param="messages",
+        )
+    return path
 
 
 def check_prompt(prompt: str, image_count: int) -> None:

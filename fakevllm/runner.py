@@ -42,7 +42,8 @@ def config_flags(fields: dict[str, Any]) -> list[str]:
 class FakeVllm:
     """The fake vLLM server in a child process on 127.0.0.1; a (sync or async) context manager.
 
-    ``FakeVllm(latency_s=0.2, max_concurrency=1)`` takes FakeConfig fields as keyword arguments.
+    ``FakeVllm(latency_s=0.2, max_concurrency=1)`` takes FakeConfig fields as keyword arguments;
+    ``FakeVllm(allowed_local_media_path="/dev/shm/ocrq")`` reads file:// images from there.
     """
 
     def __init__(self, *, startup_timeout_s: float = 20.0, **config: Any) -> None:
@@ -159,6 +160,17 @@ class FakeVllm:
     def reset_stats(self) -> None:
         """Start counting the peak of running requests afresh."""
         self.control.delete(f"{self.url}/_stats").raise_for_status()
+
+    def traffic(self) -> dict[str, int]:
+        """Chat requests received, their body bytes and the images decoded, since the reset."""
+        response = self.control.get(f"{self.url}/_traffic")
+        response.raise_for_status()
+        traffic: dict[str, int] = response.json()
+        return traffic
+
+    def reset_traffic(self) -> None:
+        """Start counting the traffic afresh."""
+        self.control.delete(f"{self.url}/_traffic").raise_for_status()
 
     def config(self) -> dict[str, Any]:
         """The current config, counters included."""

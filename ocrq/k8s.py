@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from ocrq.shared.connect import parse_sentinels, redis_mode
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import Settings, load_settings
 
@@ -43,8 +44,9 @@ GENERATED_HEADER = (
 # the size of its raw RGB pixels, so size for raw (3 bytes/pixel), never the 1-3 MB typical.
 A4_INCHES = (8.27, 11.69)
 RGB_BYTES = 3
-# Pages on shm at once: those inferring plus as many rendered ahead by the rasterisers.
-SHM_RENDER_AHEAD = 2
+# A local engine's slots are its OCR processes: one per core when OCRQ_LOCAL_WORKERS is 0,
+# so size for a pod of up to this many cores.
+LOCAL_SLOTS_WHEN_PER_CORE = 8
 
 
 def page_bytes(dpi: int) -> int:
@@ -54,20 +56,27 @@ def page_bytes(dpi: int) -> int:
     return width * height * RGB_BYTES
 
 
+def engine_slots(settings: Settings) -> int:
+    """Requests one worker keeps in the engine (consumer/flow.py): vLLM's concurrency, or
+    a local engine's processes."""
+    if settings.engine_name == "vllm":
+        return settings.engine_concurrency
+    local = settings.local_workers or LOCAL_SLOTS_WHEN_PER_CORE
+    return min(settings.engine_concurrency, local)
+
+
 def pages_in_flight(settings: Settings, batch_size: int = 1) -> int:
-    """Pages one worker holds at once: max_jobs x batch_size, capped by engine_concurrency."""
-    return min(settings.max_jobs * batch_size, settings.engine_concurrency)
+    """Pages inside the engine at once: a micro-batch of ``batch_size`` per engine slot."""
+    return engine_slots(settings) * batch_size
 
 
-def shm_size_bytes(
-    settings: Settings, dpi: int | None = None, batch_size: int | None = None
-) -> int:
-    """The /dev/shm one worker needs: page bytes x pages in flight x render-ahead.
-
-    ``batch_size`` None means the worst case, where the engine_concurrency cap binds.
-    """
-    in_flight = pages_in_flight(settings, batch_size or settings.engine_concurrency)
-    return page_bytes(dpi or settings.default_dpi) * in_flight * SHM_RENDER_AHEAD
+def shm_size_bytes(settings: Settings, dpi: int | None = None, batch_size: int = 1) -> int:
+    """The /dev/shm one worker needs, worst case: the documents of its jobs (each job's
+    folder holds its document), the pages in the engine (a page's file lives until its
+    answer), and the pages rendered ahead, which OCRQ_RENDER_AHEAD_MB bounds."""
+    documents = settings.max_jobs * settings.max_document_bytes
+    in_engine = page_bytes(dpi or settings.default_dpi) * pages_in_flight(settings, batch_size)
+    return documents + in_engine + settings.render_ahead_mb * 2**20
 
 
 def redis_target(settings: Settings, namespace: str) -> dict[str, str]:
@@ -81,21 +90,36 @@ def redis_target(settings: Settings, namespace: str) -> dict[str, str]:
     if host in LOOPBACK_HOSTS:
         host = f"{REDIS_SERVICE}.{namespace}.svc"
     database = (url.path or "/0").strip("/") or "0"
-    return {
-        "address": f"{host}:{url.port or 6379}",
-        "databaseIndex": database,
-        "enableTLS": "true" if url.scheme == "rediss" else "false",
-    }
+    tls = "true" if url.scheme == "rediss" else "false"
+    address = f"{host}:{url.port or 6379}"
+    mode = redis_mode(settings)
+    if mode == "cluster":  # any node: the scaler discovers the rest and reads each slot's master
+        return {"addresses": address, "enableTLS": tls}
+    if mode == "sentinel":
+        sentinels = ",".join(f"{h}:{port}" for h, port in parse_sentinels(settings.redis_sentinels))
+        master = settings.redis_sentinel_master
+        return {"addresses": sentinels, "sentinelMaster": master, "enableTLS": tls}
+    return {"address": address, "databaseIndex": database, "enableTLS": tls}
+
+
+TRIGGER_TYPES = {
+    "single": "redis-streams",
+    "cluster": "redis-cluster-streams",
+    "sentinel": "redis-sentinel-streams",
+}
 
 
 def keda_acl_rules(settings: Settings) -> str:
     """Redis ACL rules for KEDA's user: read-only INFO/XINFO GROUPS/XPENDING/XLEN on the lanes."""
-    keys = Keys(settings.prefix)
-    pattern = _glob_escape(keys.stream("")) + "*"
-    hooks = _glob_escape(keys.webhooks)
+    # Every partition's keys: <prefix>{<tag>}:stream:<lane> and <prefix>{<tag>}:webhooks.
+    tags = _glob_escape(settings.prefix) + "{p*}:"  # every tag starts with p
+    pattern, hooks = f"{tags}stream:*", f"{tags}webhooks"
     # INFO: KEDA checks the server is 7+ before reading lag; XLEN: its fallback when the
-    # group is missing; PING: client health checks. Everything else is denied.
-    return f"~{pattern} ~{hooks} resetchannels -@all +info +xinfo|groups +xpending +xlen +ping"
+    # group is missing; PING: client health checks; CLUSTER SLOTS|NODES: a cluster client
+    # finds each slot's master. Everything else is denied.
+    cluster = " +cluster|slots +cluster|nodes" if redis_mode(settings) == "cluster" else ""
+    rules = "resetchannels -@all +info +xinfo|groups +xpending +xlen +ping"
+    return f"~{pattern} ~{hooks} {rules}{cluster}"
 
 
 def _glob_escape(text: str) -> str:
@@ -110,13 +134,14 @@ def _metadata(name: str, component: str) -> dict[str, Any]:
 
 
 def _stream_trigger(
-    name: str, stream: str, target: dict[str, str], group: str, goal: dict[str, str]
-) -> dict[str, Any]:
+    settings: Settings, name: str, stream: str, target: dict[str, str], group: str,
+    goal: dict[str, str],
+) -> dict[str, Any]:  # fmt: skip
     metadata = {"stream": stream, "consumerGroup": group, **target, **goal}
     # KEDA activates when the count is strictly above this: 0 means one queued job wakes it.
     metadata["activationLagCount"] = "0"
     return {
-        "type": "redis-streams",
+        "type": TRIGGER_TYPES[redis_mode(settings)],
         "name": name,
         "metadata": metadata,
         "authenticationRef": {"name": TRIGGER_AUTH},
@@ -126,32 +151,44 @@ def _stream_trigger(
 def lane_triggers(
     settings: Settings, namespace: str, lag_target: int, pending_target: int
 ) -> list[dict[str, Any]]:
-    """One lag trigger (scale out) and one pending trigger (keep while in flight) per lane."""
-    keys = Keys(settings.prefix)
+    """A lag trigger (scale out) and a pending trigger (keep while in flight) per lane and
+    partition: KEDA takes the largest wish among triggers, so each partition's backlog counts.
+    """
+    keys = Keys(settings.prefix, settings.partitions)
     target = redis_target(settings, namespace)
+    # lagCount must be explicit: without it KEDA silently scales on pending entries.
+    lag = {"lagCount": str(lag_target)}
+    pending = {"pendingEntriesCount": str(pending_target)}
     triggers: list[dict[str, Any]] = []
     for lane in keys.lanes:
-        stream = keys.stream(lane)
-        # lagCount must be explicit: without it KEDA silently scales on pending entries.
-        lag = {"lagCount": str(lag_target)}
-        pending = {"pendingEntriesCount": str(pending_target)}
-        triggers.append(_stream_trigger(f"{lane}-lag", stream, target, keys.group, lag))
-        triggers.append(_stream_trigger(f"{lane}-pending", stream, target, keys.group, pending))
+        for p, stream in enumerate(keys.streams(lane)):
+            name = lane if keys.partitions == 1 else f"{lane}-p{p}"
+            triggers.append(
+                _stream_trigger(settings, f"{name}-lag", stream, target, keys.group, lag)
+            )
+            triggers.append(
+                _stream_trigger(settings, f"{name}-pending", stream, target, keys.group, pending)
+            )
     return triggers
 
 
 def webhook_triggers(settings: Settings, namespace: str) -> list[dict[str, Any]]:
     """Keep a worker while webhook deliveries wait or retry (scale-to-zero waits for them)."""
-    keys = Keys(settings.prefix)
+    keys = Keys(settings.prefix, settings.partitions)
     target = redis_target(settings, namespace)
     # A worker or two deliver every webhook: the targets are high, these only keep one up.
     lag = {"lagCount": "1000"}
     pending = {"pendingEntriesCount": "1000"}
     group = keys.webhook_group
-    return [
-        _stream_trigger("webhooks-lag", keys.webhooks, target, group, lag),
-        _stream_trigger("webhooks-pending", keys.webhooks, target, group, pending),
-    ]
+    triggers: list[dict[str, Any]] = []
+    for p in range(keys.partitions):
+        name = "webhooks" if keys.partitions == 1 else f"webhooks-p{p}"
+        stream = keys.webhooks(keys.tags[p])
+        triggers.append(_stream_trigger(settings, f"{name}-lag", stream, target, group, lag))
+        triggers.append(
+            _stream_trigger(settings, f"{name}-pending", stream, target, group, pending)
+        )
+    return triggers
 
 
 def trigger_authentication() -> dict[str, Any]:

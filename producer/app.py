@@ -161,7 +161,7 @@ def lifespan_for(settings: Settings) -> Any:
             yield
         finally:
             await events.stop()
-            await redis.aclose()
+            await store.aclose()
 
     return lifespan
 

@@ -25,6 +25,7 @@ from ocrq.producer.jobs import iso, new_job_id
 from ocrq.producer.options import check_options
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.keys import tag_of
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import BatchAccepted, BatchFile, BatchView, ErrorBody, JobOptions
 from ocrq.shared.store import now_ms
@@ -72,7 +73,7 @@ async def enqueue_part(
             raise part.error
         assert part.data is not None
         media_type = sniffed(part.data, None, part.filename)
-        job_id = new_job_id()
+        job_id = new_job_id(tag_of(batch_id))  # the batch's jobs share its slot
         fields = new_job_fields(
             job_id=job_id, tenant=tenant, filename=part.filename, media_type=media_type,
             data=part.data, options=options, created_ms=now_ms(), batch=batch_id,
@@ -93,7 +94,8 @@ async def submit_batch(request: Request[Any, Any, Any], state: State) -> Respons
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
-    created, batch_id = await rt.batches.open(new_job_id(), tenant, options, idem)
+    batch_id = new_job_id(rt.store.keys.pick_tag(tenant, idem))
+    created, batch_id = await rt.batches.open(batch_id, tenant, options, idem)
     structlog.contextvars.bind_contextvars(tenant=tenant, batch_id=batch_id)
     if not created:  # the same Idempotency-Key: the first batch, untouched
         record = await visible_batch(rt, batch_id, tenant)

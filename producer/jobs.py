@@ -8,18 +8,20 @@ from datetime import UTC, datetime
 import msgspec
 
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.keys import DEFAULT_TAG, with_tag
 from ocrq.shared.record import JobRecord
 from ocrq.shared.schemas import JobSummary, JobView, Progress, Result, WebhookState
 
 
-def new_job_id() -> str:
-    """128 random bits, URL-safe (22 characters), never starting with "-".
+def new_job_id(tag: str = DEFAULT_TAG) -> str:
+    """128 random bits, URL-safe (22 characters), never starting with "-", after its tag.
 
     An id that starts with "-" reads as an option on a command line (`ocrq status -x…`).
+    Batch ids are made the same way.
     """
-    while (job_id := secrets.token_urlsafe(16)).startswith("-"):
+    while (token := secrets.token_urlsafe(16)).startswith("-"):
         pass
-    return job_id
+    return with_tag(token, tag)
 
 
 def iso(ms: int | None) -> str | None:

@@ -91,14 +91,13 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
-    job_id, created = new_job_id(), now_ms()
-    idem_key = rt.store.keys.idem(tenant, idem) if idem else None
+    job_id, created = new_job_id(rt.store.keys.pick_tag(tenant, idem)), now_ms()
     started = time.perf_counter()
     fields = new_job_fields(
         job_id=job_id, tenant=tenant, filename=sub.filename, media_type=sub.media_type,
         data=sub.data, options=sub.options, created_ms=created, callback=sub.options.callback_url,
     )  # fmt: skip
-    fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem_key)
+    fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem)
     rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
     structlog.contextvars.bind_contextvars(job_id=job_id)
     if fresh:

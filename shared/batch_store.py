@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from ocrq.shared.keys import tag_of
 from ocrq.shared.record import BatchField, Field, JobRecord, decode_record, text
 from ocrq.shared.schemas import Base, BatchFile, JobOptions, WebhookState, stored_options
 from ocrq.shared.store import JobStore, ScriptArg, now_ms
@@ -79,8 +80,10 @@ class BatchStore:
         if options.callback_url:
             fields[BatchField.CALLBACK] = options.callback_url
         flat = [item for pair in fields.items() for item in pair]
-        idem_key = self.keys.batch_idem(tenant, idem) if idem else ""
-        argv: list[ScriptArg] = [batch_id, self.jobs.settings.idempotency_ttl_s, *flat]
+        # Without a key: an unused key of the slot, and TTL 0 (a script's keys share a slot).
+        idem_key = self.keys.batch_idem(tenant, idem or "", tag_of(batch_id))
+        ttl = self.jobs.settings.idempotency_ttl_s if idem else 0
+        argv: list[ScriptArg] = [batch_id, ttl, *flat]
         keys = [self.keys.batch(batch_id), idem_key]
         kind, value = await self.jobs._run("batch_open", keys, argv)
         if text(kind) == "dup" and not await self.jobs.redis.exists(self.keys.batch(text(value))):
@@ -91,7 +94,8 @@ class BatchStore:
 
     async def seal(self, batch_id: str, rejected: Sequence[BatchFile]) -> bool:
         """Every document has been read: True when that also finished the batch."""
-        keys = [self.keys.batch(batch_id), self.keys.batch_jobs(batch_id), self.keys.webhooks]
+        hooks = self.keys.webhooks(tag_of(batch_id))
+        keys = [self.keys.batch(batch_id), self.keys.batch_jobs(batch_id), hooks]
         argv: list[ScriptArg] = [
             self.keys.events, now_ms(), self.jobs.settings.result_ttl_s,
             msgspec.json.encode(list(rejected)),
@@ -112,7 +116,7 @@ class BatchStore:
         return [text(i) for i in ids]
 
     async def job_rows(self, ids: Sequence[str], names: Sequence[Field]) -> list[JobRecord]:
-        """The named fields of these jobs, in one round trip."""
+        """The named fields of these jobs, in one round trip (per node, on a cluster)."""
         async with self.jobs.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hmget(self.keys.job(job_id), list(names))

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -42,16 +43,18 @@ class EmbeddedServer:
     """A Redis-compatible server process with its own data folder; stop() ends it."""
 
     def __init__(
-        self, binary: Path, data_dir: Path, port: int, *, aof: bool, fsync: str = "everysec"
-    ) -> None:
+        self, binary: Path, data_dir: Path, port: int, *, aof: bool, fsync: str = "everysec",
+        extra: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         data_dir.mkdir(parents=True, exist_ok=True)
         self.binary, self.data_dir, self.port = binary, data_dir, port
+        self.aof, self.fsync, self.extra = aof, fsync, tuple(extra)  # to start it again
         self.url = f"redis://127.0.0.1:{port}/0"
         args = [
             str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
             "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", fsync,
             "--maxmemory-policy", "noeviction", "--protected-mode", "yes",
-            "--logfile", str(data_dir / "server.log"),
+            "--logfile", str(data_dir / "server.log"), *extra,
         ]  # fmt: skip
         # Own session: a Ctrl-C meant for `ocrq up` must not stop Redis before the workers
         # drain. SIGTERM (a clean shutdown) when whoever started it ends without stopping it.
@@ -96,10 +99,15 @@ def start_server(
     aof: bool = True,
     prefer: str = "auto",
     fsync: str = "everysec",
+    extra: Sequence[str] = (),
 ) -> EmbeddedServer:
-    """Start a server on a free port (or the given one) and wait until it answers."""
+    """Start a server on a free port (or the given one) and wait until it answers.
+
+    ``extra``: more server arguments (a test's cluster or replica settings).
+    """
     binary = find_server_binary(prefer)
-    server = EmbeddedServer(binary, data_dir, port or free_port(), aof=aof, fsync=fsync)
+    port = port or free_port()
+    server = EmbeddedServer(binary, data_dir, port, aof=aof, fsync=fsync, extra=extra)
     try:
         server.wait_ready()
     except Exception:

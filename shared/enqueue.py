@@ -11,15 +11,19 @@ one key race to EXEC; the loser's transaction is void and it answers with the wi
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ExecAbortError, OutOfMemoryError, ResponseError, WatchError
 
+from ocrq.shared.connect import REDIS_DOWN
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.keys import Keys
+from ocrq.shared.keys import Keys, tag_of
+from ocrq.shared.nodes import NodeClients, is_moved
 from ocrq.shared.record import ENTRY_BATCH, ENTRY_JOB_ID, Field, text
+from ocrq.shared.replicas import confirm_replicated
 from ocrq.shared.settings import Settings
 
 
@@ -31,10 +35,16 @@ class NewJob:
     ) -> None:
         self.keys, self.job_id, self.lane, self.batch = keys, job_id, lane, batch
         self.fields = fields
+        self.tag = tag_of(job_id)
+        self.tenant = text(fields.get(Field.TENANT, ""))
         self.job = keys.job(job_id)
-        self.stream = keys.stream(lane)
-        self.index = keys.tenant_jobs(text(fields.get(Field.TENANT, "")))
+        self.stream = keys.stream(lane, self.tag)
+        self.index = keys.tenant_jobs(self.tenant, self.tag)
         self.created = int(fields.get(Field.CREATED_AT) or 0)
+
+    def idem_key(self, idem: str | None) -> str | None:
+        """The Idempotency-Key's Redis key, in the job's partition (None without one)."""
+        return self.keys.idem(self.tenant, idem, self.tag) if idem else None
 
     def entry(self) -> dict[str, str]:
         """The stream entry: the job id, and its batch when it has one."""
@@ -45,9 +55,36 @@ class NewJob:
 
 
 async def enqueue(
-    redis: aioredis.Redis, settings: Settings, new: NewJob, idem: str | None
+    nodes: NodeClients, settings: Settings, new: NewJob, idem: str | None
 ) -> tuple[bool, str]:
-    """Write the job unless its Idempotency-Key names a live one; (created, job id)."""
+    """Write the job unless its Idempotency-Key names a live one; (created, job id).
+
+    ``idem`` is the client's Idempotency-Key as sent (None without one). On a cluster the
+    transaction goes to the slot's master over a plain client (shared/nodes.py).
+    """
+    try:
+        return await _enqueue(nodes.for_key(new.job), settings, new, new.idem_key(idem), nodes)
+    except ResponseError as e:
+        if not is_moved(e):
+            raise
+        await _refresh_quietly(nodes)  # the slot moved: the next upload goes to its new owner
+        raise OcrqError(
+            ErrorCode.UNAVAILABLE, "the job store is moving this job's partition", retry_after=1
+        ) from e
+    except REDIS_DOWN:  # the slot's master is unreachable: a failover may have replaced it
+        await _refresh_quietly(nodes)
+        raise
+
+
+async def _refresh_quietly(nodes: NodeClients) -> None:
+    """Re-read the slot map; a cluster still failing over answers later, to a later upload."""
+    with contextlib.suppress(*REDIS_DOWN):
+        await nodes.refresh()
+
+
+async def _enqueue(
+    redis: aioredis.Redis, settings: Settings, new: NewJob, idem: str | None, nodes: NodeClients
+) -> tuple[bool, str]:
     async with redis.pipeline(transaction=True) as pipe:
         while True:
             try:
@@ -60,6 +97,7 @@ async def enqueue(
                 pipe.multi()  # type: ignore[no-untyped-call]
                 _write(pipe, settings, new, idem)
                 await _execute(pipe)
+                await confirm_replicated(nodes, settings, new.keys.replicated(new.tag), new.job_id)
                 return True, new.job_id
             except WatchError:  # another upload with the same key won the race: look again
                 continue
@@ -82,7 +120,8 @@ async def _check_backlog(redis: aioredis.Redis, settings: Settings, new: NewJob)
     pass it together), which keeps uploads from aborting each other's transactions.
     """
     backlog = int(await redis.xlen(new.stream))
-    if backlog >= settings.max_backlog:
+    # Each partition holds its share: P XLENs per upload would cost more than they tell.
+    if backlog >= -(-settings.max_backlog // new.keys.partitions):
         raise OcrqError(
             ErrorCode.QUEUE_FULL, f"the {new.lane} lane holds {backlog} jobs", retry_after=5
         )

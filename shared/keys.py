@@ -9,9 +9,14 @@ update. They use only commands that Redis 7.0 has.
 
 from __future__ import annotations
 
+import itertools
 import re
+import secrets
+import zlib
 from functools import cache
 from importlib import resources
+
+from redis.crc import key_slot
 
 from ocrq.shared.settings import GROUP, LANES
 
@@ -22,45 +27,127 @@ SCRIPT_NAMES = (
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 
 
-class Keys:
-    """The key layout under one prefix (default ``ocrq:``)."""
+DEFAULT_TAG = "p0"  # one partition, and ids that carry no tag
+TAG_SEP = "."  # "<tag>.<random>" ids; token_urlsafe never holds a "."
+CLUSTER_SLOTS = 16384
+MAX_PARTITIONS = 256
 
-    def __init__(self, prefix: str = "ocrq:") -> None:
+
+@cache
+def partition_tags(partitions: int) -> tuple[str, ...]:
+    """The hash tag of each partition: partition i's tag hashes into the i-th of P equal
+    slot ranges, so P partitions land on P masters of a cluster whose slots are split
+    evenly (``redis-cli --cluster create`` does that). ``p<i>`` where it fits, else
+    ``p<i>-<n>`` for the first n that does: the same answer in every process.
+    """
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise ValueError(f"OCRQ_PARTITIONS must be 1 to {MAX_PARTITIONS}, not {partitions}")
+    if partitions == 1:
+        return (DEFAULT_TAG,)
+    tags = []
+    for i in range(partitions):
+        low, high = i * CLUSTER_SLOTS // partitions, (i + 1) * CLUSTER_SLOTS // partitions
+        candidates = itertools.chain([f"p{i}"], (f"p{i}-{n}" for n in itertools.count()))
+        tags.append(next(t for t in candidates if low <= key_slot(t.encode()) < high))
+    return tuple(tags)
+
+
+def tag_of(some_id: str) -> str:
+    """The partition tag a job or batch id carries ("p2-7.xYz…" → "p2-7"); p0 without one."""
+    head, sep, _ = some_id.partition(TAG_SEP)
+    return head if sep and head else DEFAULT_TAG
+
+
+def with_tag(token: str, tag: str) -> str:
+    """An id that carries its partition tag; the default tag keeps the bare token."""
+    return token if tag == DEFAULT_TAG else f"{tag}{TAG_SEP}{token}"
+
+
+class Keys:
+    """The key layout under one prefix (default ``ocrq:``), split into partitions.
+
+    Every key belongs to a partition through a ``{tag}`` hash tag, so that everything one
+    script or transaction touches (a job's hash, its lane's stream, its idempotency key,
+    its batch, the tenant's index, the webhooks stream) lies in one Redis Cluster slot. A
+    job or batch id carries its partition's tag (``tag_of``): no step needs a lookup.
+    """
+
+    def __init__(self, prefix: str = "ocrq:", partitions: int = 1) -> None:
         self.prefix = prefix
+        self.tags = partition_tags(partitions)
+        self.partitions = partitions
         self.group = GROUP
-        self.webhook_group = "webhooks"  # the workers' group on the webhooks stream
+        self.webhook_group = "webhooks"  # the workers' group on the webhooks streams
         self.lanes = LANES
-        self.dead = f"{prefix}dead"
-        self.events = f"{prefix}events"
-        self.webhooks = f"{prefix}webhooks"  # deliveries to make, one entry each
+        self.events = f"{prefix}events"  # the pub/sub channel (not a key: any node serves it)
+
+    def pick_tag(self, tenant: str, idem: str | None = None) -> str:
+        """Where a new job or batch goes: fixed by its Idempotency-Key, else at random.
+
+        A key always maps to one partition (crc32, the same in every producer process), so
+        a replayed upload finds the job its first upload made.
+        """
+        if self.partitions == 1:
+            return self.tags[0]
+        if idem:
+            return self.tags[zlib.crc32(f"{tenant}\n{idem}".encode()) % self.partitions]
+        return secrets.choice(self.tags)
+
+    def _in(self, tag: str) -> str:
+        """The prefix and hash tag every key of a partition starts with."""
+        return f"{self.prefix}{{{tag}}}:"
 
     def job(self, job_id: str) -> str:
         """The job hash."""
-        return f"{self.prefix}job:{job_id}"
+        return f"{self._in(tag_of(job_id))}job:{job_id}"
 
-    def stream(self, lane: str) -> str:
-        """The lane's stream; one entry per job."""
-        return f"{self.prefix}stream:{lane}"
+    def stream(self, lane: str, tag: str = DEFAULT_TAG) -> str:
+        """The lane's stream in one partition; one entry per job."""
+        return f"{self._in(tag)}stream:{lane}"
 
-    def idem(self, tenant: str, key: str) -> str:
+    def streams(self, lane: str) -> list[str]:
+        """The lane's stream in every partition."""
+        return [self.stream(lane, tag) for tag in self.tags]
+
+    def idem(self, tenant: str, key: str, tag: str) -> str:
         """Idempotency-Key → job id, with a TTL."""
-        return f"{self.prefix}idem:{tenant}:{key}"
+        return f"{self._in(tag)}idem:{tenant}:{key}"
 
     def batch(self, batch_id: str) -> str:
-        """The batch hash ('' for no batch, as the scripts take it)."""
-        return f"{self.prefix}batch:{batch_id}" if batch_id else ""
+        """The batch hash."""
+        return f"{self._in(tag_of(batch_id))}batch:{batch_id}"
 
     def batch_jobs(self, batch_id: str) -> str:
         """The batch's job ids, in submission order (a list)."""
-        return f"{self.prefix}batch:{batch_id}:jobs" if batch_id else ""
+        return f"{self.batch(batch_id)}:jobs"
 
-    def batch_idem(self, tenant: str, key: str) -> str:
+    def no_batch(self, tag: str) -> tuple[str, str]:
+        """(batch, batch_jobs) for a job of no batch: keys in its slot that never exist.
+
+        A script's keys must all lie in one cluster slot, so "no batch" cannot be ''.
+        """
+        batch = f"{self._in(tag)}batch:-"  # no batch id starts with "-"
+        return batch, f"{batch}:jobs"
+
+    def batch_idem(self, tenant: str, key: str, tag: str) -> str:
         """A batch's Idempotency-Key → batch id, with a TTL."""
-        return f"{self.prefix}idem-batch:{tenant}:{key}"
+        return f"{self._in(tag)}idem-batch:{tenant}:{key}"
 
-    def tenant_jobs(self, tenant: str) -> str:
-        """The tenant's recent jobs: a sorted set of job ids scored by created_at (ms)."""
-        return f"{self.prefix}tenant:{tenant}:jobs"
+    def tenant_jobs(self, tenant: str, tag: str) -> str:
+        """The tenant's recent jobs in a partition: job ids scored by created_at (ms)."""
+        return f"{self._in(tag)}tenant:{tenant}:jobs"
+
+    def webhooks(self, tag: str) -> str:
+        """Deliveries to make for the partition's jobs and batches, one entry each."""
+        return f"{self._in(tag)}webhooks"
+
+    def dead(self, tag: str) -> str:
+        """Poisoned jobs of the partition, for an operator to look at."""
+        return f"{self._in(tag)}dead"
+
+    def replicated(self, tag: str) -> str:
+        """A small key the producer writes after a job, to WAIT for replicas on its node."""
+        return f"{self._in(tag)}replicated"
 
 
 def script_source(name: str) -> str:

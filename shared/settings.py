@@ -21,6 +21,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every knob of ocrq; each default works on a laptop."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # single: one server (redis_url). cluster: Redis/Valkey Cluster, redis_url names any node.
+    # sentinel: follow the primary that redis_sentinels name (set redis_sentinels alone).
+    redis_mode: Literal["single", "cluster", "sentinel"] = "single"
+    redis_sentinels: str = ""  # "host:port,host:port"; set: sentinel mode
+    redis_sentinel_master: str = "mymaster"
+    # Each lane's stream is split into this many partitions ({pN} hash tags): > 1 spreads
+    # the queue over a cluster's masters. Every producer and worker must agree on it.
+    partitions: int = 1
+    # Answer 202 only once this many replicas hold the job (WAIT); 0: as soon as the
+    # primary has it. See docs/scaling.md for what it buys and costs.
+    redis_wait_replicas: int = 0
+    redis_wait_timeout_ms: int = 1000
     prefix: str = "ocrq:"
     # Redis socket timeouts; XREADGROUP BLOCK stays well below them.
     redis_socket_timeout_s: float = 10.0
@@ -65,10 +77,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     vllm_api_key: str = ""
     profile: str = "unlimited-ocr"
     max_tokens: int = 0  # 0: the profile's own max_tokens
+    # A burst's first jobs wait at most this for the rest of it; a lone job never waits.
     collect_window_ms: int = 100
-    max_jobs: int = 16  # per collection window
-    engine_concurrency: int = 32  # in-flight engine requests per worker
+    max_jobs: int = 256  # jobs in flight per worker, at most (pages follow the engine's slots)
+    # Engine requests (micro-batches) in flight per worker; 256 is vLLM's default max_num_seqs.
+    # A local engine takes the lower of this and its processes.
+    engine_concurrency: int = 256
+    # Rendered pages not yet sent to the engine may take this much of /dev/shm (MiB).
+    render_ahead_mb: int = 64
     engine_timeout_s: float = 300.0
+    # How a rendered page reaches the engine: "data" (base64 in the request, any host) or
+    # "file" (a file:// URL under shm_dir, for an engine that shares the worker's /dev/shm).
+    page_handoff: Literal["data", "file"] = "data"
     # An engine that is down or warming up (a cold start from zero) makes jobs wait this
     # long before they fail with engine_unavailable; see consumer/circuit.py.
     engine_outage_s: float = 900.0
@@ -145,4 +165,15 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         raise ValueError(f"invalid OCRQ_* setting: {e}") from e
     parse_api_keys(settings.api_keys)
     parse_webhook_secrets(settings.webhook_secrets)
+    check_redis_shape(settings)
     return settings
+
+
+def check_redis_shape(settings: Settings) -> None:
+    """Refuse Redis settings that cannot work together, naming the setting to fix."""
+    if not 1 <= settings.partitions <= 256:
+        raise ValueError(f"OCRQ_PARTITIONS must be 1 to 256, not {settings.partitions}")
+    if settings.redis_mode == "sentinel" and not settings.redis_sentinels:
+        raise ValueError("OCRQ_REDIS_MODE=sentinel needs OCRQ_REDIS_SENTINELS (host:port,…)")
+    if settings.redis_mode == "cluster" and settings.redis_sentinels:
+        raise ValueError("OCRQ_REDIS_SENTINELS is for OCRQ_REDIS_MODE=sentinel, not cluster")

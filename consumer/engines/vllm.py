@@ -3,20 +3,33 @@
 Every model difference (prompt, n-gram settings, coordinate scale, token budget) comes from the
 profile (shared.profiles); this module has one code path. It never retries: it turns
 each failure into an OcrqError whose code tells the worker whether a retry may help.
+
+Pages reach vLLM as base64 data URIs (``OCRQ_PAGE_HANDOFF=data``: any host), or as
+``file://`` URLs of the rendered files (``file``: a vLLM that shares this worker's /dev/shm,
+started with ``--allowed-local-media-path``), which spares the read, the base64 and a body a
+third bigger than the image. The worker deletes a page only after the engine's answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import os
+import secrets
+import shutil
+import struct
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgspec
+import structlog
 
+from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.engines.base import EngineOutput, PageImage
 from ocrq.consumer.grounding import parse_page
+from ocrq.consumer.workspace import claim_worker_folder, stack_root
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import Profile, get_profile
 from ocrq.shared.schemas import Page, Segment, Usage
@@ -25,6 +38,18 @@ from ocrq.shared.settings import Settings
 CHAT_PATH = "/v1/chat/completions"
 CONNECT_TIMEOUT_S = 10.0
 MAX_ERROR_CHARS = 500  # of a server's error text quoted in our message
+PROBE_SIDE_PX = 64  # the start-up probe page: a blank square, answered in one token
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+Handoff = Literal["data", "file"]
+log = structlog.get_logger("ocrq.engine")
+
+
+class PageHandoffError(OcrqError, ValueError):
+    """OCRQ_PAGE_HANDOFF=file cannot work with this engine: the worker must not start.
+
+    Also a ValueError, the bad-setting error `ocrq worker` reports in one line (exit 2).
+    """
 
 
 class _Message(msgspec.Struct):
@@ -91,13 +116,78 @@ def data_uri(page: PageImage) -> str:
     return f"data:{page.media_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def encode_body(profile: Profile, model: str, pages: list[PageImage], max_tokens: int) -> bytes:
+def file_uri(page: PageImage) -> str:
+    """The page file as a file:// URL (it must exist: the engine is told to read it)."""
+    path = Path(page.path).absolute()
+    path.stat()  # raises FileNotFoundError for a page that was never written
+    return path.as_uri()
+
+
+def encode_body(
+    profile: Profile,
+    model: str,
+    pages: list[PageImage],
+    max_tokens: int,
+    handoff: Handoff = "data",
+) -> bytes:
     """The JSON request body for these pages (file reads, base64 and JSON: off the loop)."""
+    to_uri = file_uri if handoff == "file" else data_uri
     try:
-        uris = [data_uri(page) for page in pages]
+        uris = [to_uri(page) for page in pages]
     except OSError as e:
         raise OcrqError(ErrorCode.INTERNAL, f"cannot read a rendered page: {e}") from e
     return msgspec.json.encode(build_request(profile, model, uris, max_tokens))
+
+
+def blank_png(side: int) -> bytes:
+    """A white ``side`` x ``side`` RGB PNG, built without an imaging library."""
+    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
+    row = b"\x00" + b"\xff" * 3 * side  # filter type 0, then white pixels
+    return (
+        PNG_SIGNATURE
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(row * side))
+        + png_chunk(b"IEND", b"")
+    )
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    """One PNG chunk: length, type, data, CRC of type and data."""
+    crc = zlib.crc32(kind + data)
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+
+def write_probe_page(settings: Settings) -> PageImage:
+    """A blank page in a probe folder of this stack's shm root (blocking I/O).
+
+    The folder is claimed like a worker's, so a worker killed mid-probe leaves nothing the
+    next start's sweep does not remove.
+    """
+    root = stack_root(settings.shm_dir, settings.redis_url, settings.prefix)
+    folder = claim_worker_folder(root, f"probe-{os.getpid()}-{secrets.token_hex(2)}")
+    path = folder / "probe.png"
+    path.write_bytes(blank_png(PROBE_SIDE_PX))
+    return PageImage(
+        number=1, path=str(path), media_type="image/png", width=PROBE_SIDE_PX, height=PROBE_SIDE_PX
+    )
+
+
+def shared_folder(probe: PageImage) -> Path:
+    """``<shm_dir>/ocrq``, above the stack and probe folders: what vLLM must allow."""
+    return Path(probe.path).absolute().parents[2]
+
+
+def handoff_error(error: OcrqError, probe: PageImage, vllm_url: str) -> PageHandoffError:
+    """Why file handoff failed, and what makes it work, in one line."""
+    shared = shared_folder(probe)
+    detail = " ".join(error.message.split())  # one line: a server message may hold newlines
+    return PageHandoffError(
+        error.code,
+        f"OCRQ_PAGE_HANDOFF=file, but vLLM at {vllm_url} cannot read the probe page "
+        f"{Path(probe.path).absolute().as_uri()}: {detail}. vLLM must share this worker's "
+        f"{shared} (same host, or same pod) and be started with --allowed-local-media-path "
+        f"{shared}; or set OCRQ_PAGE_HANDOFF=data.",
+    )
 
 
 PROBE_TIMEOUT_S = 5.0
@@ -115,6 +205,8 @@ class VllmEngine:
         get_profile(settings.profile)  # an unknown default profile fails at startup
         self.model = settings.vllm_model
         self.profile = settings.profile
+        self._settings = settings
+        self._handoff: Handoff = settings.page_handoff
         self._client = client
         self._url = chat_completions_url(settings.vllm_url)
         self._health_url = self._url.removesuffix(CHAT_PATH) + "/health"
@@ -129,7 +221,32 @@ class VllmEngine:
             self._headers["Authorization"] = f"Bearer {settings.vllm_api_key}"
 
     async def warm_up(self) -> None:
-        """Nothing to start: the model runs in the vLLM server."""
+        """With file handoff, prove vLLM reads this worker's pages; nothing to start otherwise.
+
+        vLLM may still be loading (a pod's containers start together): the probe waits for it
+        as a job would, up to OCRQ_ENGINE_OUTAGE_S. A refusal raises PageHandoffError.
+        """
+        if self._handoff == "file":
+            await self._probe_file_handoff()
+
+    async def _probe_file_handoff(self) -> None:
+        """Send one blank page as a file:// URL through the circuit; remove it on every path."""
+        page = await asyncio.to_thread(write_probe_page, self._settings)
+        circuit = EngineCircuit(self.probe, self._settings)
+        try:
+            body = await asyncio.to_thread(
+                encode_body, get_profile(self.profile), self.model, [page], 1, "file"
+            )
+            await circuit.call(lambda: self._post(body), on_error=self._log_probe_failure)
+        except OcrqError as e:
+            raise handoff_error(e, page, self._url.removesuffix(CHAT_PATH)) from e
+        finally:
+            await circuit.aclose()
+            await asyncio.to_thread(shutil.rmtree, Path(page.path).parent, True)
+        log.info("file_handoff_ready", folder=str(shared_folder(page)))
+
+    def _log_probe_failure(self, error: OcrqError) -> None:
+        log.warning("file_handoff_probe_failed", code=error.code.value, error=error.message)
 
     async def recognise(
         self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
@@ -141,7 +258,9 @@ class VllmEngine:
         if not pages:
             return EngineOutput(pages=[])
         chosen = get_profile(profile or self.profile)
-        body = await asyncio.to_thread(encode_body, chosen, self.model, pages, self._max_tokens)
+        body = await asyncio.to_thread(
+            encode_body, chosen, self.model, pages, self._max_tokens, self._handoff
+        )
         reply = await self._post(body)
         # A looping answer runs to hundreds of kB: decode and parse it off the loop too.
         return await asyncio.to_thread(read_reply, reply, pages, chosen)

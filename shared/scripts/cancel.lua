@@ -3,7 +3,7 @@
 -- Caller: producer (POST /v1/jobs/{id}/cancel, DELETE /v1/jobs/{id}, DELETE of a batch), for
 -- the job's own tenant only. A worker that holds the job sees it cancelled (or gone) at its
 -- next heartbeat and stops.
--- KEYS: job, tenant_jobs, batch ('' when none), batch_jobs ('' when none), webhooks
+-- KEYS: job, tenant_jobs, batch, batch_jobs (keys that never exist when none), webhooks
 -- ARGV: tenant, error_json, finished_at, ttl_s, channel, id, mode ('cancel' | 'delete')
 -- Reply: 'cancelled' | 'deleted' | 'missing' | '<status>' (cancel of a job that had ended)
 -- Memory-freeing writes first (HDEL, EXPIRE), so a cancel works when Redis is full.

@@ -2,7 +2,7 @@
 -- Writes the outcome, drops the payload, ACKs and XDELs, publishes, and does what every end
 -- of a job does (its batch, its webhook); only while this worker still owns both the job and
 -- the entry (else it only ACKs an entry that is still its own).
--- KEYS: job, stream, batch ('' when none), batch_jobs ('' when none), webhooks
+-- KEYS: job, stream, batch, batch_jobs (keys that never exist when none), webhooks
 -- ARGV: me, entry, group, status, field (result|error), value, finished_at, ttl_s,
 --       channel, id, pages_done
 -- Reply: 'ok' | 'lost'

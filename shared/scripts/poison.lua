@@ -1,6 +1,6 @@
 -- poison: queued | processing → failed (code poisoned). Caller: the worker that reclaimed
 -- an entry delivered more than OCRQ_MAX_DELIVERIES times; copies it to the dead stream.
--- KEYS: job, stream, dead, batch ('' when none), batch_jobs ('' when none), webhooks
+-- KEYS: job, stream, dead, batch, batch_jobs (keys that never exist when none), webhooks
 -- ARGV: me, entry, group, error_json, finished_at, ttl_s, channel, id, lane, deliveries
 -- Reply: 'ok' | 'lost'
 -- Memory-freeing writes first (HDEL, EXPIRE), so it works when Redis is full.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -14,7 +14,14 @@ import pymupdf
 import pytest
 
 from ocrq.consumer.engines.base import PageImage
-from ocrq.consumer.engines.vllm import VllmEngine, build_request, chat_completions_url, data_uri
+from ocrq.consumer.engines.vllm import (
+    PageHandoffError,
+    VllmEngine,
+    blank_png,
+    build_request,
+    chat_completions_url,
+    data_uri,
+)
 from ocrq.fakevllm.runner import FakeVllm, free_port
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import get_profile
@@ -528,3 +535,165 @@ async def test_api_key_is_sent_as_bearer_token_only_when_set(
     assert [h.get("authorization") for h in server.headers] == [expected]
     assert output.pages[0].markdown == "hello"
     assert output.usage.prompt_tokens == 0
+
+
+# --- file handoff: file:// URLs of the rendered pages, and the start-up probe ----------------
+
+
+@pytest.fixture
+def shm(tmp_path: Path) -> Path:
+    """A worker's shm_dir; the fake may read files under its ocrq/ folder."""
+    (tmp_path / "shm" / "ocrq").mkdir(parents=True)
+    return tmp_path / "shm"
+
+
+@pytest.fixture
+def file_fake(fake: FakeVllm, shm: Path) -> Iterator[FakeVllm]:
+    """The module's fake, started as with --allowed-local-media-path <shm>/ocrq."""
+    fake.configure(allowed_local_media_path=str(shm / "ocrq"))
+    yield fake
+    fake.configure(allowed_local_media_path="")
+
+
+def file_engine(client: httpx.AsyncClient, url: str, shm: Path, **settings: Any) -> VllmEngine:
+    """An engine in file handoff mode whose worker renders under ``shm``."""
+    fast = {"engine_backoff_s": 0.05, "engine_backoff_max_s": 0.1, "redis_url": "redis://x:1/0"}
+    return make_engine(client, url, page_handoff="file", shm_dir=str(shm), **{**fast, **settings})
+
+
+def files_under(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()]
+
+
+async def test_file_handoff_sends_file_urls_that_the_engine_reads(
+    file_fake: FakeVllm, client: httpx.AsyncClient, shm: Path
+) -> None:
+    folder = shm / "ocrq" / "job"
+    folder.mkdir()
+    pages = [render_page(folder, 1, 640, 480), render_page(folder, 2, 300, 200)]
+
+    output = await file_engine(client, file_fake.url, shm).recognise(pages)
+
+    uris = [Path(p.path).as_uri() for p in pages]
+    assert uris[0].startswith("file:///")
+    expected = build_request(get_profile("unlimited-ocr"), "baidu/Unlimited-OCR", uris, 0)
+    assert file_fake.requests() == [expected]
+    [segment] = output.segments  # the fake decoded both files: their sizes are in its answer
+    assert "image 1 of 2: 640x480" in segment.markdown
+    assert "image 2 of 2: 300x200" in segment.markdown
+
+
+async def test_file_handoff_of_a_page_never_written_is_internal_and_sends_nothing(
+    file_fake: FakeVllm, client: httpx.AsyncClient, shm: Path
+) -> None:
+    page = PageImage(
+        number=1, path=str(shm / "ocrq" / "gone.png"), media_type="image/png", width=1, height=1
+    )
+
+    with pytest.raises(OcrqError) as caught:
+        await file_engine(client, file_fake.url, shm).recognise([page])
+
+    assert caught.value.code is ErrorCode.INTERNAL
+    assert file_fake.requests() == []
+
+
+async def test_file_handoff_outside_the_allowed_folder_is_engine_error_with_vllm_message(
+    file_fake: FakeVllm, client: httpx.AsyncClient, shm: Path, tmp_path: Path
+) -> None:
+    page = render_page(tmp_path, 1, 100, 100)  # beside shm, not under shm/ocrq
+
+    with pytest.raises(OcrqError) as caught:
+        await file_engine(client, file_fake.url, shm).recognise([page])
+
+    assert caught.value.code is ErrorCode.ENGINE_ERROR
+    assert "must be a subpath of `--allowed-local-media-path`" in caught.value.message
+
+
+def test_blank_probe_page_is_a_png_every_decoder_reads() -> None:
+    pixmap = pymupdf.Pixmap(blank_png(64))  # type: ignore[no-untyped-call]
+
+    assert (pixmap.width, pixmap.height, pixmap.n) == (64, 64, 3)
+    assert set(pixmap.samples) == {255}
+
+
+async def test_warm_up_probes_one_file_page_and_removes_it(
+    file_fake: FakeVllm, client: httpx.AsyncClient, shm: Path
+) -> None:
+    await file_engine(client, file_fake.url, shm).warm_up()
+
+    [probe] = file_fake.requests()
+    url = probe["messages"][0]["content"][1]["image_url"]["url"]
+    assert url.startswith((shm / "ocrq").as_uri() + "/")
+    assert url.endswith("/probe.png")
+    assert probe["max_tokens"] == 1
+    assert files_under(shm) == []
+
+
+async def test_warm_up_in_data_mode_sends_nothing(
+    fake: FakeVllm, client: httpx.AsyncClient, shm: Path
+) -> None:
+    await make_engine(client, fake.url, shm_dir=str(shm)).warm_up()
+
+    assert fake.requests() == []
+    assert files_under(shm) == []
+
+
+@pytest.mark.parametrize(
+    ("allowed", "refusal"),
+    [
+        ("", "Cannot load local files without `--allowed-local-media-path`"),
+        ("elsewhere", "must be a subpath of `--allowed-local-media-path`"),
+    ],
+    ids=["no-allowed-path", "another-allowed-path"],
+)
+async def test_warm_up_refused_file_handoff_says_why_and_how_to_fix_it(
+    fake: FakeVllm,
+    client: httpx.AsyncClient,
+    shm: Path,
+    tmp_path: Path,
+    allowed: str,
+    refusal: str,
+) -> None:
+    if allowed:
+        (tmp_path / allowed).mkdir()
+        fake.configure(allowed_local_media_path=str(tmp_path / allowed))
+    try:
+        with pytest.raises(PageHandoffError) as caught:
+            await file_engine(client, fake.url, shm).warm_up()
+    finally:
+        fake.configure(allowed_local_media_path="")
+
+    error = caught.value
+    assert isinstance(error, ValueError)  # `ocrq worker` prints it in one line, exits 2
+    assert error.code is ErrorCode.ENGINE_ERROR
+    assert refusal in error.message
+    assert f"--allowed-local-media-path {shm / 'ocrq'};" in error.message
+    assert "OCRQ_PAGE_HANDOFF=data" in error.message
+    assert "\n" not in error.message
+    assert len(fake.requests()) == 1  # a refusal is final: no retries
+    assert files_under(shm) == []
+
+
+async def test_warm_up_waits_for_an_engine_still_loading(
+    file_fake: FakeVllm, client: httpx.AsyncClient, shm: Path
+) -> None:
+    file_fake.configure(slow_start_s=1.0)
+
+    await file_engine(client, file_fake.url, shm).warm_up()
+
+    bodies = file_fake.requests()
+    assert len(bodies) >= 2  # refused while loading (503), then answered
+    assert files_under(shm) == []
+
+
+async def test_warm_up_gives_up_when_the_engine_stays_away(
+    client: httpx.AsyncClient, shm: Path
+) -> None:
+    engine = file_engine(client, f"http://127.0.0.1:{free_port()}", shm, engine_outage_s=0.3)
+
+    with pytest.raises(PageHandoffError) as caught:
+        await engine.warm_up()
+
+    assert caught.value.code is ErrorCode.ENGINE_UNAVAILABLE
+    assert "unreachable" in caught.value.message
+    assert files_under(shm) == []

@@ -1,9 +1,9 @@
-"""The collector: block for the first entry, then gather for one window or until full."""
+"""The collector: a backlog at once, else a long BLOCK for the first entry; a lone job never
+waits for a window, a burst at most one; a worker takes no more than it can start soon."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,9 +12,14 @@ import msgspec
 import pytest
 
 from ocrq.consumer.delivery import Delivery
+from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.worker import Worker
+from ocrq.shared.record import ENTRY_JOB_ID
 from ocrq.shared.store import JobStore
+
+# A collect that waited for this window would time out.
+LONG_WINDOW: dict[str, Any] = {"collect_window_ms": 60_000}
 
 
 async def add(store: JobStore, job_id: str, lane: str = "interactive") -> None:
@@ -22,70 +27,142 @@ async def add(store: JobStore, job_id: str, lane: str = "interactive") -> None:
     await store.enqueue(job_id, lane, fields, None)
 
 
+async def add_together(store: JobStore, *job_ids: str) -> None:
+    """Entries in one transaction: a blocked reader is woken once all are in the stream."""
+    async with store.redis.pipeline(transaction=True) as pipe:
+        for job_id in job_ids:
+            pipe.xadd(store.keys.stream("interactive"), {ENTRY_JOB_ID: job_id})
+        await pipe.execute()
+
+
+async def blocked_clients(store: JobStore) -> int:
+    return int((await store.redis.info("clients"))["blocked_clients"])
+
+
+async def collecting(w: Worker, take: int, stop: asyncio.Event) -> asyncio.Task[list[Delivery]]:
+    """collect_window started on empty lanes, once its read is blocked there."""
+    before = await blocked_clients(w.store)
+    task = asyncio.create_task(w.collect_window(take, stop))
+    for _ in range(1000):  # 10 s at most
+        if await blocked_clients(w.store) > before:
+            return task
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the worker never blocked")
+
+
 async def run_for_a_while(d: Delivery) -> None:
     await asyncio.sleep(30)
 
 
-def worker(store: JobStore, tmp_path: Path, **settings: Any) -> Worker:
+def worker(store: JobStore, tmp_path: Path, *, name: str = "w-test", **settings: Any) -> Worker:
     healthy = SimpleNamespace(is_open=False)
-    runner: Any = SimpleNamespace(
-        me="w-test",
-        workspace=tmp_path / "w-test",
-        process=run_for_a_while,
-        reader=SimpleNamespace(circuit=healthy),
-    )
     changed = msgspec.structs.replace(store.settings, **settings)
+    flow = PageFlow(changed.engine_concurrency, changed.raster_workers, 10**9)
+    runner: Any = SimpleNamespace(
+        me=name,
+        workspace=tmp_path / name,
+        process=run_for_a_while,
+        reader=SimpleNamespace(circuit=healthy, flow=flow),
+    )
     return Worker(changed, store, runner, WorkerMetrics())
 
 
+async def collect_soon(w: Worker, take: int, block_ms: int | None = None) -> list[Delivery]:
+    """collect_window, failing the test if it waits anywhere near a long window."""
+    return await asyncio.wait_for(w.collect_window(take, asyncio.Event(), block_ms), 10)
+
+
 @pytest.mark.smoke
-async def test_a_lone_job_waits_at_most_one_window(store: JobStore, tmp_path: Path) -> None:
-    await add(store, "solo")
-    started = time.monotonic()
-    got = await worker(store, tmp_path).collect_window(16, asyncio.Event())
-    elapsed = time.monotonic() - started
-    assert [d.job_id for d in got] == ["solo"]
-    assert 0.09 <= elapsed < 0.6, elapsed  # one 100 ms window, plus a noisy machine's slack
-
-
-async def test_jobs_arriving_within_the_window_are_collected_together(
+async def test_a_lone_job_is_taken_without_waiting_for_a_window(
     store: JobStore, tmp_path: Path
 ) -> None:
-    async def trickle() -> None:
-        for i in range(3):
-            await asyncio.sleep(0.02)
-            await add(store, f"late{i}")
-
-    task = asyncio.create_task(trickle())
-    await add(store, "first")
-    got = await worker(store, tmp_path).collect_window(16, asyncio.Event())
-    await task
-    assert [d.job_id for d in got] == ["first", "late0", "late1", "late2"]
+    task = await collecting(worker(store, tmp_path, **LONG_WINDOW), 16, asyncio.Event())
+    await add(store, "solo")
+    assert [d.job_id for d in await asyncio.wait_for(task, 10)] == ["solo"]
 
 
-async def test_a_full_window_dispatches_without_waiting(store: JobStore, tmp_path: Path) -> None:
-    for i in range(10):
+async def test_a_queued_backlog_is_taken_without_waiting_for_a_window(
+    store: JobStore, tmp_path: Path
+) -> None:
+    for i in range(3):
         await add(store, f"j{i}")
-    w = worker(store, tmp_path)
-    w.settings = msgspec.structs.replace(store.settings, collect_window_ms=2000)
-    started = time.monotonic()
-    got = await w.collect_window(4, asyncio.Event())
-    assert len(got) == 4 and time.monotonic() - started < 1.0  # far from the 2 s window
+    got = await collect_soon(worker(store, tmp_path, **LONG_WINDOW), 16)
+    assert [d.job_id for d in got] == ["j0", "j1", "j2"]
+
+
+async def test_a_burst_is_gathered_for_one_window(store: JobStore, tmp_path: Path) -> None:
+    task = await collecting(worker(store, tmp_path, collect_window_ms=2000), 16, asyncio.Event())
+    await add_together(store, "first", "second")  # others queued with the first: a burst
+    await asyncio.sleep(0.1)
+    await add(store, "late")  # well within the window
+    got = await asyncio.wait_for(task, 10)
+    assert [d.job_id for d in got] == ["first", "second", "late"]
+
+
+async def test_a_burst_that_fills_the_take_is_dispatched_without_a_window(
+    store: JobStore, tmp_path: Path
+) -> None:
+    task = await collecting(worker(store, tmp_path, **LONG_WINDOW), 3, asyncio.Event())
+    await add_together(store, *(f"j{i}" for i in range(10)))
+    assert [d.job_id for d in await asyncio.wait_for(task, 10)] == ["j0", "j1", "j2"]
+
+
+async def test_a_stop_ends_the_window_early(store: JobStore, tmp_path: Path) -> None:
+    stop = asyncio.Event()
+    task = await collecting(worker(store, tmp_path, **LONG_WINDOW), 16, stop)
+    await add_together(store, "a", "b")
+    await asyncio.sleep(0.1)
+    stop.set()
+    assert [d.job_id for d in await asyncio.wait_for(task, 10)] == ["a", "b"]
 
 
 async def test_the_interactive_lane_is_read_first(store: JobStore, tmp_path: Path) -> None:
     await add(store, "bulk", lane="batch")
     await add(store, "urgent")
-    got = await worker(store, tmp_path).read(1, block_ms=10)
+    got = await worker(store, tmp_path).read_queued(1)
     assert [(d.job_id, d.lane) for d in got] == [("urgent", "interactive")]
 
 
 async def test_nothing_queued_returns_empty_after_the_block(
     store: JobStore, tmp_path: Path
 ) -> None:
-    w = worker(store, tmp_path)
-    w.settings = msgspec.structs.replace(store.settings, redis_block_ms=50)
-    assert await w.collect_window(16, asyncio.Event()) == []
+    w = worker(store, tmp_path, redis_block_ms=50)
+    assert await collect_soon(w, 16) == []
+
+
+async def test_nothing_queued_and_no_block_returns_empty_at_once(
+    store: JobStore, tmp_path: Path
+) -> None:
+    w = worker(store, tmp_path, redis_block_ms=60_000)
+    assert await collect_soon(w, 16, block_ms=0) == []
+
+
+async def test_a_worker_takes_no_more_than_it_can_start_soon(
+    store: JobStore, tmp_path: Path
+) -> None:
+    for i in range(20):
+        await add(store, f"j{i}")
+    first, second = worker(store, tmp_path, name="w-1"), worker(store, tmp_path, name="w-2")
+    room = first.room()
+    assert room == 2 * first.settings.raster_workers < 20
+    for d in await collect_soon(first, room):
+        await first._dispatch(d)
+    assert first.room() == 0  # nothing it took has started rendering yet
+    got = await collect_soon(second, second.room())
+    assert len(got) == room  # the rest is left for other workers
+    for task in first.tasks:
+        task.cancel()
+
+
+async def test_max_jobs_caps_the_jobs_in_flight(store: JobStore, tmp_path: Path) -> None:
+    w = worker(store, tmp_path, max_jobs=1)
+    await add(store, "a")
+    (d,) = await w.read_queued(4)
+    await w._dispatch(d)
+    w.flow.plan("a", 0)  # its pages all came from text layers: nothing left to render
+    assert w.flow.room() > 0 and w.room() == 0
+    for task in w.tasks:
+        task.cancel()
 
 
 async def test_an_entry_that_names_no_job_is_dropped_not_redelivered(
@@ -94,7 +171,7 @@ async def test_an_entry_that_names_no_job_is_dropped_not_redelivered(
     stream = store.keys.stream("interactive")
     await store.redis.xadd(stream, {"something": "else"})
     w = worker(store, tmp_path)
-    for d in await w.read(4, block_ms=10):
+    for d in await w.read_queued(4):
         await w._dispatch(d)
     assert w.tasks == {}
     assert await store.redis.xlen(stream) == 0
@@ -106,9 +183,9 @@ async def test_a_read_never_returns_more_than_asked(store: JobStore, tmp_path: P
         await add(store, f"i{i}")
         await add(store, f"b{i}", lane="batch")
     w = worker(store, tmp_path)
-    assert [d.job_id for d in await w.read(2, block_ms=10)] == ["i0", "i1"]
-    assert [d.job_id for d in await w.read(2, block_ms=10)] == ["i2"]
-    assert [d.job_id for d in await w.read(2, block_ms=10)] == ["b0", "b1"]
+    assert [d.job_id for d in await w.read_queued(2)] == ["i0", "i1"]
+    assert [d.job_id for d in await w.read_queued(2)] == ["i2"]
+    assert [d.job_id for d in await w.read_queued(2)] == ["b0", "b1"]
 
 
 async def test_a_job_already_running_here_is_not_started_twice(
@@ -116,7 +193,7 @@ async def test_a_job_already_running_here_is_not_started_twice(
 ) -> None:
     await add(store, "once")
     w = worker(store, tmp_path)
-    (d,) = await w.read(1, block_ms=10)
+    (d,) = await w.read_queued(1)
     assert await w._dispatch(d) == 1
     assert await w._dispatch(d) == 0  # the same entry, reclaimed from ourselves
     assert await w._dispatch(msgspec.structs.replace(d, entry="0-1")) == 0  # the same job
@@ -131,7 +208,7 @@ async def test_entries_pending_to_this_worker_are_resumed_with_their_jobs(
     for name in ("a", "b", "c"):
         await add(store, name)
     w = worker(store, tmp_path)
-    got = await w.read(3, block_ms=10)  # pending to us; then the tasks died with a connection
+    got = await w.read_queued(3)  # pending to us; then the tasks died with a connection
     await store.redis.xdel(store.keys.stream("interactive"), got[2].entry)
     resumed = await w.resume_own()
     assert [(d.job_id, d.entry) for d in resumed] == [
@@ -169,7 +246,10 @@ async def test_consumers_that_own_nothing_and_went_quiet_are_pruned(
     reply = await store.redis.xreadgroup(group, "gone", {stream: ">"}, count=1)
     await store.redis.xack(stream, group, reply[0][1][0][0])  # finished it: owns nothing
     await asyncio.sleep(0.05)
-    assert await store.prune_consumers("interactive", "w-test", min_idle_s=0.01) == 1
+    assert (
+        await store.prune_consumers(store.keys.stream("interactive"), "w-test", min_idle_s=0.01)
+        == 1
+    )
     names = {c["name"] for c in await store.redis.xinfo_consumers(stream, group)}
     assert names == {b"busy"}
 
@@ -181,7 +261,7 @@ async def test_a_steady_interactive_stream_still_lets_batch_in_by_its_share(
         await add(store, f"i{i}")
         await add(store, f"b{i}", lane="batch")
     w = worker(store, tmp_path, batch_share=3)  # at least one batch read in every 3
-    order = [(await w.read(1, block_ms=10))[0].job_id for _ in range(6)]
+    order = [(await w.read_queued(1))[0].job_id for _ in range(6)]
     assert order == ["i0", "i1", "b0", "i2", "i3", "b1"]
 
 
@@ -191,8 +271,6 @@ async def test_an_interactive_job_behind_a_long_batch_goes_first(
     for i in range(500):
         await add(store, f"b{i}", lane="batch")
     w = worker(store, tmp_path, batch_share=3)
-    assert [(await w.read(1, block_ms=10))[0].job_id for _ in range(5)] == [
-        f"b{i}" for i in range(5)
-    ]
+    assert [(await w.read_queued(1))[0].job_id for _ in range(5)] == [f"b{i}" for i in range(5)]
     await add(store, "urgent")
-    assert (await w.read(1, block_ms=10))[0].job_id == "urgent"
+    assert (await w.read_queued(1))[0].job_id == "urgent"

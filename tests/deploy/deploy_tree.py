@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import copy
 import functools
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import kubernetes_validate
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K8S = REPO_ROOT / "k8s"
 KEDA_SCHEMAS = Path(__file__).parent / "schemas" / "keda"  # source and version: its README
 K8S_VERSION = "1.30.0"  # a version kubernetes-validate ships; KEDA 2.15+ supports it
+# Overlays that are alternatives to overlays/example, built on it.
+VARIANTS = (K8S / "overlays" / "vllm-sidecar",)
 
 Obj = dict[str, Any]
 
@@ -190,3 +195,27 @@ def validate_keda(obj: Obj) -> None:
     """Raise jsonschema.ValidationError unless obj fits its KEDA CRD schema."""
     schema = crd_schemas()[(obj["apiVersion"], obj["kind"])]
     jsonschema.Draft7Validator(schema).validate(obj)
+
+
+def kustomize_build(directory: Path) -> list[Obj] | None:
+    """What kustomize (or kubectl's built-in one) builds there; None when neither is on PATH."""
+    if shutil.which("kustomize"):
+        command = ["kustomize", "build"]
+    elif shutil.which("kubectl"):
+        command = ["kubectl", "kustomize"]
+    else:
+        return None
+    done = subprocess.run(
+        [*command, str(directory)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def validate_built(obj: Obj) -> None:
+    """Raise unless a built object fits its schema (Prometheus Operator CRDs are not checked)."""
+    api = obj["apiVersion"]
+    if api.startswith("keda.sh/"):
+        validate_keda(obj)
+    elif not api.startswith("monitoring.coreos.com/"):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)

@@ -25,6 +25,36 @@ def services() -> dict[str, dict[str, Any]]:
     return dict(yaml.safe_load(COMPOSE.read_text())["services"])
 
 
+def volumes() -> dict[str, dict[str, Any]]:
+    return {k: v or {} for k, v in yaml.safe_load(COMPOSE.read_text())["volumes"].items()}
+
+
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> named volume (or host path), from the short volume syntax."""
+    pairs = (v.split(":")[:2] for v in service.get("volumes", []))
+    return {target: source for source, target in pairs}
+
+
+def page_folder(settings: Settings) -> str:
+    """Where a worker's pages live: <shm_dir>/ocrq (consumer/workspace.py)."""
+    return f"{settings.shm_dir}/ocrq"
+
+
+def tmpfs_options(volume: dict[str, Any]) -> dict[str, str]:
+    """A tmpfs named volume's mount options (size=1g,uid=...) as a dict."""
+    opts = volume["driver_opts"]
+    assert opts["type"] == "tmpfs" and opts["device"] == "tmpfs"
+    return dict(item.split("=", 1) for item in opts["o"].split(","))
+
+
+def page_space(service: dict[str, Any], settings: Settings) -> int:
+    """The RAM a worker's pages can fill: a tmpfs mounted at its page folder, else its shm."""
+    volume = mounts(service).get(page_folder(settings))
+    if volume is not None:
+        return size(tmpfs_options(volumes()[volume])["size"])
+    return size(service["shm_size"])
+
+
 def interpolate(value: Any) -> str:
     """${VAR:-default} as compose resolves it with VAR unset."""
     return INTERPOLATION.sub(lambda m: m[2] or "", str(value))
@@ -100,7 +130,9 @@ def test_vllm_recipe_matches_the_kubernetes_deployment() -> None:
     container = vllm["containers"][0]
     service = services()["vllm"]
     assert service["entrypoint"] == container["command"]
-    assert service["command"] == container["args"]
+    # Plus what lets it read the co-located worker's pages (k8s: overlays/vllm-sidecar).
+    allowed = ["--allowed-local-media-path", page_folder(load_settings({}))]
+    assert service["command"] == [*container["args"], *allowed]
     devices = service["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["capabilities"] == ["gpu"]
 
@@ -109,11 +141,32 @@ def test_workers_get_shm_for_pages_and_outlive_their_drain() -> None:
     for name in ("consumer", "consumer-gpu"):
         service = services()[name]
         settings = load_settings(environment(service))
-        assert size(service["shm_size"]) >= k8s.shm_size_bytes(settings)
+        assert page_space(service, settings) >= k8s.shm_size_bytes(settings)
         assert seconds(service["stop_grace_period"]) > settings.drain_grace_s
         assert service["build"]["target"] == "consumer"
         health = " ".join(service["healthcheck"]["test"])
         assert f":{settings.metrics_port}/healthz" in health
+
+
+def test_gpu_worker_hands_pages_to_vllm_through_a_shared_tmpfs() -> None:
+    found = services()
+    worker, vllm = found["consumer-gpu"], found["vllm"]
+    settings = load_settings(environment(worker))
+    assert settings.page_handoff == "file"
+    folder = page_folder(settings)
+    command = vllm["command"]
+    assert command[command.index("--allowed-local-media-path") + 1] == folder
+    volume = mounts(worker)[folder]
+    assert mounts(vllm)[folder] == volume  # one tmpfs, at one path in both containers
+    options = tmpfs_options(volumes()[volume])
+    # The worker (the image's USER) owns it: its page folders are private (0700).
+    user = re.search(r"^USER (\d+):(\d+)$", (REPO_ROOT / "Dockerfile").read_text(), re.M)
+    assert user is not None
+    assert (options["uid"], options["gid"]) == user.groups()
+    assert "user" not in vllm  # vLLM runs as root, which reads them
+    # The worker is healthy once vLLM has read its probe page: after vLLM's cold start.
+    start = worker["healthcheck"]["start_period"]
+    assert seconds(start) >= seconds(vllm["healthcheck"]["start_period"])
 
 
 def test_producer_health_is_liveness_only() -> None:

@@ -14,10 +14,13 @@ from deploy_tree import (
     K8S,
     K8S_VERSION,
     REPO_ROOT,
+    VARIANTS,
     base_objects,
     find,
+    kustomize_build,
     load_docs,
     manifest_files,
+    validate_built,
 )
 
 from ocrq import k8s
@@ -190,13 +193,22 @@ def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
     assert limit >= size + 2**30
 
 
-def test_shm_formula_is_page_bytes_times_pages_in_flight() -> None:
-    settings = load_settings({})
+def test_shm_formula_is_pages_in_the_engine_plus_the_render_ahead_budget() -> None:
+    vllm = load_settings({}, engine="vllm", vllm_url="http://vllm:8000", engine_concurrency=32)
     assert k8s.page_bytes(150) == 1241 * 1754 * 3
     assert k8s.page_bytes(300) > 3.9 * k8s.page_bytes(150)
-    assert k8s.pages_in_flight(settings, batch_size=1) == settings.max_jobs
-    assert k8s.pages_in_flight(settings, batch_size=64) == settings.engine_concurrency
-    assert k8s.shm_size_bytes(settings) == k8s.page_bytes(150) * 32 * k8s.SHM_RENDER_AHEAD
+    assert k8s.pages_in_flight(vllm, batch_size=1) == 32
+    assert k8s.pages_in_flight(vllm, batch_size=4) == 128
+    ahead, documents = vllm.render_ahead_mb * 2**20, vllm.max_jobs * vllm.max_document_bytes
+    assert k8s.shm_size_bytes(vllm) == documents + k8s.page_bytes(150) * 32 + ahead
+
+
+def test_a_local_engine_needs_shm_for_its_processes_only() -> None:
+    local = load_settings({}, engine="local", local_workers=2)
+    assert k8s.pages_in_flight(local) == 2
+    documents = local.max_jobs * local.max_document_bytes
+    expected = documents + k8s.page_bytes(150) * 2 + local.render_ahead_mb * 2**20
+    assert k8s.shm_size_bytes(local) == expected
 
 
 def test_consumer_outlives_its_drain_and_exposes_metrics_port() -> None:
@@ -342,3 +354,121 @@ def test_prometheus_operator_monitors_match_services_and_pods() -> None:
             assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} <= ports
     scraped = {m["metadata"]["name"] for m in monitors}
     assert scraped == {"ocrq-producer", "ocrq-consumer", "vllm"}
+
+
+# --- the vllm-sidecar variant: each worker in its vLLM pod, pages handed over by path -------
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> list[Obj]:
+    """The built vllm-sidecar overlay (kustomize applies its deletes and JSON patches)."""
+    objects = kustomize_build(VARIANTS[0])
+    if objects is None:
+        pytest.skip("neither kustomize nor kubectl is on PATH (pure-Python check still ran)")
+    return objects
+
+
+def env_of(c: Obj) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in c.get("env", [])}
+
+
+def sidecar_pod(objects: list[Obj]) -> tuple[Obj, Obj, Obj]:
+    """The vLLM pod spec, its vllm container and its consumer container."""
+    pod = pod_spec(find(objects, "Deployment", "vllm"))
+    by_name = {c["name"]: c for c in pod["containers"]}
+    assert set(by_name) == {"vllm", "consumer"}
+    return pod, by_name["vllm"], by_name["consumer"]
+
+
+def sidecar_settings(objects: list[Obj], consumer: Obj) -> Settings:
+    """The worker's settings: the ConfigMap, then its container's own env (which wins)."""
+    data = find(objects, "ConfigMap", "ocrq-config")["data"]
+    env = {k: v for k, v in env_of(consumer).items() if k.startswith("OCRQ_") and "$(" not in v}
+    return load_settings({**data, **env})
+
+
+def test_sidecar_variant_validates_and_keeps_one_deployment_per_gpu(sidecar: list[Obj]) -> None:
+    for obj in sidecar:
+        validate_built(obj)
+    deployments = {o["metadata"]["name"] for o in sidecar if o["kind"] == "Deployment"}
+    assert deployments == {"ocrq-producer", "vllm"}  # no standalone workers left
+
+
+def test_sidecar_worker_hands_pages_to_the_vllm_beside_it_by_path(sidecar: list[Obj]) -> None:
+    pod, vllm, consumer = sidecar_pod(sidecar)
+    settings = sidecar_settings(sidecar, consumer)
+    assert settings.page_handoff == "file" and settings.engine_name == "vllm"
+    port = next(p["containerPort"] for p in vllm["ports"] if p["name"] == "http")
+    assert settings.vllm_url == f"http://127.0.0.1:{port}"
+    folder = f"{settings.shm_dir}/ocrq"  # where the worker's pages live (consumer/workspace)
+    args = vllm["args"]
+    assert args[args.index("--allowed-local-media-path") + 1] == folder
+    mounts = [{m["mountPath"]: m["name"] for m in c["volumeMounts"]} for c in (vllm, consumer)]
+    assert mounts[0][folder] == mounts[1][folder]
+    volume = next(v for v in pod["volumes"] if v["name"] == mounts[0][folder])
+    assert volume["emptyDir"]["medium"] == "Memory"
+    assert quantity(volume["emptyDir"]["sizeLimit"]) >= k8s.shm_size_bytes(settings)
+    limit = quantity(consumer["resources"]["limits"]["memory"])
+    assert limit >= quantity(volume["emptyDir"]["sizeLimit"]) + 2**30  # pages charged to it
+
+
+def test_sidecar_containers_keep_their_least_privilege(sidecar: list[Obj]) -> None:
+    _, vllm, consumer = sidecar_pod(sidecar)
+    sc = consumer["securityContext"]
+    assert (sc["runAsNonRoot"], sc["readOnlyRootFilesystem"]) == (True, True)
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False
+    # vLLM reads the worker's 0700 folders as root: one capability back, nothing more.
+    assert vllm["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]}
+
+
+def test_sidecar_keda_scales_the_vllm_pods_on_the_queue_down_to_zero(sidecar: list[Obj]) -> None:
+    scaled = [o for o in sidecar if o["kind"] == "ScaledObject"]
+    targets = [o["spec"]["scaleTargetRef"] for o in scaled]
+    assert targets == [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "vllm"}]
+    [spec] = [o["spec"] for o in scaled]
+    assert spec["minReplicaCount"] == 0
+    assert {t["type"] for t in spec["triggers"]} == {"redis-streams"}
+    assert "replicas" not in find(sidecar, "Deployment", "vllm")["spec"]
+    # Zero means a GPU cold start next time: as slow to go there as vLLM's own autoscaler.
+    vllm_scaler = load_docs(K8S / "base" / "keda" / "vllm" / "scaledobject.yaml")[0]
+    assert spec["cooldownPeriod"] >= vllm_scaler["spec"]["cooldownPeriod"]
+
+
+def test_sidecar_worker_waits_out_vllm_cold_start_and_drains_before_the_kill(
+    sidecar: list[Obj],
+) -> None:
+    pod, vllm, consumer = sidecar_pod(sidecar)
+    settings = sidecar_settings(sidecar, consumer)
+
+    def budget(probe: Obj) -> int:
+        return int(probe["periodSeconds"] * probe["failureThreshold"])
+
+    # The worker reports healthy once vLLM has read its probe page: after vLLM's start.
+    assert budget(consumer["startupProbe"]) > budget(vllm["startupProbe"])
+    assert settings.engine_outage_s > budget(vllm["startupProbe"])
+    grace = pod["terminationGracePeriodSeconds"]
+    assert grace > settings.drain_grace_s + 10
+    assert consumer["command"] == ["ocrq", "worker"]
+    # vLLM stops only once the worker has drained (its metrics port closed), within the grace.
+    script = vllm["lifecycle"]["preStop"]["exec"]["command"][-1]
+    compile(script, "preStop", "exec")
+    assert f'("127.0.0.1", {settings.metrics_port})' in script
+    wait = int(re.search(r"time\.monotonic\(\) \+ (\d+)", script)[1])  # type: ignore[index]
+    assert settings.drain_grace_s < wait < grace
+    assert consumer["image"] == "registry.example.com/ocrq/consumer:0.1.0"
+
+
+def test_sidecar_worker_reaches_redis_and_its_metrics_are_scraped(sidecar: list[Obj]) -> None:
+    labels = find(sidecar, "Deployment", "vllm")["spec"]["template"]["metadata"]["labels"]
+    policy = find(sidecar, "NetworkPolicy", "redis-clients")
+    assert any(
+        "podSelector" in peer and "namespaceSelector" not in peer
+        and selects(peer["podSelector"], labels)
+        for rule in policy["spec"]["ingress"] for peer in rule["from"]
+    )  # fmt: skip
+    monitor = find(sidecar, "PodMonitor", "ocrq-consumer")
+    assert selects(monitor["spec"]["selector"], labels)
+    _, _, consumer = sidecar_pod(sidecar)
+    ports = {p["name"] for p in consumer["ports"]}
+    assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} <= ports

@@ -86,9 +86,9 @@ def test_webhook_deliveries_keep_a_worker_until_they_are_done() -> None:
     hooks = {t["name"]: t["metadata"] for t in triggers if t["name"].startswith("webhooks")}
     assert set(hooks) == {"webhooks-lag", "webhooks-pending"}
     for meta in hooks.values():
-        assert meta["stream"] == Keys(settings.prefix).webhooks
+        assert meta["stream"] == Keys(settings.prefix).webhooks("p0") == "ocrq:{p0}:webhooks"
         assert meta["consumerGroup"] == "webhooks" and meta["activationLagCount"] == "0"
-    assert "~ocrq:webhooks" in k8s.keda_acl_rules(settings)
+    assert "~ocrq:{p*}:webhooks" in k8s.keda_acl_rules(settings)
 
 
 def test_consumer_scales_from_zero_with_gentle_scale_down() -> None:
@@ -104,8 +104,50 @@ def test_prefix_setting_renames_every_stream(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OCRQ_PREFIX", "tenant7:")
     settings = k8s.settings_for(None)
     streams = {t["metadata"]["stream"] for t in k8s.lane_triggers(settings, "ocrq", 1, 1)}
-    assert streams == {f"tenant7:stream:{lane}" for lane in LANES}
-    assert "~tenant7:stream:*" in k8s.keda_acl_rules(settings)
+    assert streams == {f"tenant7:{{p0}}:stream:{lane}" for lane in LANES}
+    assert "~tenant7:{p*}:stream:*" in k8s.keda_acl_rules(settings)
+
+
+def test_every_partition_of_every_lane_has_its_own_triggers() -> None:
+    settings = load_settings({}, partitions=3)
+    triggers = k8s.consumer_scaled_object(settings, "ocrq", 8)["spec"]["triggers"]
+    streams = {t["metadata"]["stream"] for t in triggers if "lagCount" in t["metadata"]}
+    tags = Keys("ocrq:", 3).tags
+    expected = {f"ocrq:{{{tag}}}:stream:{lane}" for lane in LANES for tag in tags}
+    assert streams == expected | {f"ocrq:{{{tag}}}:webhooks" for tag in tags}
+    names = [t["name"] for t in triggers]
+    assert len(names) == len(set(names)) == 2 * (len(LANES) * 3 + 3)
+    assert {"interactive-p2-lag", "batch-p0-pending", "webhooks-p1-lag"} <= set(names)
+
+
+def test_every_partition_can_wake_the_consumer_from_zero() -> None:
+    settings = load_settings({}, partitions=3)
+    spec = k8s.consumer_scaled_object(settings, "ocrq", 8)["spec"]
+    assert spec["minReplicaCount"] == 0
+    lags = [t["metadata"] for t in spec["triggers"] if "lagCount" in t["metadata"]]
+    assert lags and all(meta["activationLagCount"] == "0" for meta in lags)
+
+
+def test_a_cluster_uses_the_cluster_scaler_and_may_read_the_slot_map() -> None:
+    url = "redis://redis-cluster-0.redis-cluster.ocrq.svc:6379"
+    settings = load_settings({}, redis_url=url, redis_mode="cluster", partitions=3)
+    triggers = k8s.consumer_scaled_object(settings, "ocrq", 8)["spec"]["triggers"]
+    assert {t["type"] for t in triggers} == {"redis-cluster-streams"}
+    target = k8s.redis_target(settings, "ocrq")
+    assert target == {
+        "addresses": "redis-cluster-0.redis-cluster.ocrq.svc:6379",
+        "enableTLS": "false",
+    }
+    assert "+cluster|slots" in k8s.keda_acl_rules(settings)
+
+
+def test_sentinel_uses_the_sentinel_scaler_with_the_master_name() -> None:
+    sentinels = "sentinel-0.ocrq.svc:26379,sentinel-1.ocrq.svc:26379"
+    settings = load_settings({}, redis_sentinels=sentinels, redis_sentinel_master="ocrq")
+    triggers = k8s.consumer_scaled_object(settings, "ocrq", 8)["spec"]["triggers"]
+    assert {t["type"] for t in triggers} == {"redis-sentinel-streams"}
+    target = k8s.redis_target(settings, "ocrq")
+    assert target["addresses"] == sentinels and target["sentinelMaster"] == "ocrq"
 
 
 def test_env_from_configmap_overrides_the_environment(

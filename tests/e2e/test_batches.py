@@ -107,6 +107,7 @@ def test_a_bomb_among_multipart_parts_is_one_refused_file(stack: Stack) -> None:
     assert batch_of(stack, body["id"])["counts"]["done"] == 1
 
 
+@pytest.mark.topology
 def test_a_json_batch_and_its_idempotency_key(stack: Stack) -> None:
     stack.start_worker()
     docs = [{"document": base64.b64encode(png(70 + i, 50)).decode(), "filename": f"{i}.png"}
@@ -120,6 +121,7 @@ def test_a_json_batch_and_its_idempotency_key(stack: Stack) -> None:
     assert batch_of(stack, first["id"])["counts"]["done"] == 3
 
 
+@pytest.mark.topology
 def test_cancelling_a_batch_stops_what_has_not_finished(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
     stack.start_worker(max_jobs=1)

@@ -36,6 +36,7 @@ def events(url: str, headers: dict[str, str] | None = None) -> list[tuple[str, d
         return [(e.id, json.loads(e.data)) for e in s.iter_sse()]
 
 
+@pytest.mark.topology
 def test_job_events_start_with_the_state_and_end_after_done(stack: Stack) -> None:
     stack.fake.configure(latency_s=0.5)
     stack.start_worker(engine_concurrency=1)
@@ -137,6 +138,7 @@ def hooked_stack(settings: Settings, tmp_path: Path) -> Iterator[Stack]:
             stop(proc)
 
 
+@pytest.mark.topology
 def test_a_webhook_is_signed_retried_and_its_attempts_shown(
     hooked_stack: Stack, receiver: str
 ) -> None:

@@ -12,7 +12,6 @@ from typing import Any
 import httpx
 import pymupdf
 import pytest
-import redis
 from documents import (
     bomb_png,
     encrypted_pdf,
@@ -23,6 +22,7 @@ from documents import (
     zero_page_pdf,
 )
 from stack import Stack, WorkerProc
+from topologies import sync_client
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +65,7 @@ def expected_request(prompt: str, images: int, window: int, max_tokens: int) -> 
 
 
 @pytest.mark.smoke
+@pytest.mark.topology
 def test_a_single_image_is_recognised(stack: Stack) -> None:
     stack.start_worker()
     view = stack.wait(stack.submit(png(320, 200)))
@@ -97,6 +98,7 @@ def test_12_page_pdf_at_batch_size_1_sends_one_exact_request_per_page(stack: Sta
     stack.assert_clean()
 
 
+@pytest.mark.topology
 def test_12_page_pdf_at_batch_size_4_sends_three_multi_page_requests(stack: Stack) -> None:
     stack.start_worker()
     view = stack.wait(stack.submit(sized_pdf(SIZES), dpi=72, batch_size=4))
@@ -146,7 +148,21 @@ def test_a_pdf_over_max_pages_fails_before_rendering(stack: Stack) -> None:
     stack.assert_clean()
 
 
+@pytest.mark.topology
+def test_an_idempotency_key_makes_one_job_however_often_it_is_sent(stack: Stack) -> None:
+    stack.start_worker()
+    body = {"document": base64.b64encode(png(240, 120)).decode()}
+    headers = {"Idempotency-Key": "scan-2026-12-01"}
+    answers = [httpx.post(f"{stack.api}/v1/jobs", json=body, headers=headers) for _ in range(3)]
+    assert [a.status_code for a in answers] == [202, 200, 200]
+    assert len({a.json()["id"] for a in answers}) == 1
+    assert stack.wait(answers[0].json()["id"])["status"] == "done"
+    assert len(stack.fake.requests()) == 1  # recognised once
+    stack.assert_clean()
+
+
 @pytest.mark.smoke
+@pytest.mark.topology
 def test_a_job_cancelled_while_queued_is_skipped(stack: Stack) -> None:
     job_id = stack.submit(png(100, 100))
     assert httpx.post(f"{stack.api}/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
@@ -159,6 +175,7 @@ def test_a_job_cancelled_while_queued_is_skipped(stack: Stack) -> None:
     stack.assert_clean()
 
 
+@pytest.mark.topology
 def test_a_job_cancelled_while_processing_stops(stack: Stack) -> None:
     stack.fake.configure(latency_s=3.0)
     stack.start_worker()
@@ -188,6 +205,7 @@ def test_an_engine_outage_that_lasts_fails_with_engine_unavailable(stack: Stack)
 
 
 @pytest.mark.smoke
+@pytest.mark.topology
 def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
     doomed = stack.start_worker()
@@ -215,6 +233,7 @@ def test_a_multipage_tiff_is_recognised_page_by_page(stack: Stack) -> None:
     stack.assert_clean()
 
 
+@pytest.mark.topology
 def test_a_job_that_keeps_killing_workers_is_poisoned_and_sent_to_dead(stack: Stack) -> None:
     stack.fake.configure(latency_s=3.0)
     doomed = stack.start_worker(max_deliveries=1)
@@ -225,8 +244,9 @@ def test_a_job_that_keeps_killing_workers_is_poisoned_and_sent_to_dead(stack: St
     stack.start_worker(max_deliveries=1)
     view = stack.wait(job_id, timeout_s=60)
     assert view["status"] == "failed" and view["error"]["code"] == "poisoned", view
-    r = redis.Redis.from_url(stack.settings.redis_url)
-    dead = [fields for _, fields in r.xrange("ocrq:dead")]
+    r = sync_client(stack.settings)
+    keys = stack.keys
+    dead = [fields for tag in keys.tags for _, fields in r.xrange(keys.dead(tag))]
     r.close()
     assert [d[b"id"].decode() for d in dead] == [job_id] and dead[0][b"deliveries"] == b"2"
     stack.assert_clean()
@@ -241,6 +261,7 @@ def test_engine_requests_stay_under_the_global_concurrency_limit(stack: Stack) -
     stack.assert_clean()
 
 
+@pytest.mark.topology
 def test_sigterm_drains_in_flight_jobs_and_exits_0(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
     worker = stack.start_worker()

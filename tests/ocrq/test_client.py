@@ -185,7 +185,7 @@ def test_queue_full_raises_with_retry_after_and_is_retried_until_there_is_room(
             time.sleep(0.05)
         assert not pending.done()  # still retrying
         store = redis.Redis.from_url(clean_redis)
-        store.xtrim("ocrq:stream:interactive", maxlen=0)  # make room, as a worker would
+        store.xtrim("ocrq:{p0}:stream:interactive", maxlen=0)  # make room, as a worker would
         store.close()
         job = pending.result(timeout=30)
     assert job.status == "queued" and http_503_count(url) >= 3

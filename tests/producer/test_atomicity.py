@@ -34,13 +34,13 @@ async def test_concurrent_submits_leave_every_entry_naming_a_complete_job(
     named = {
         fields[b"id"].decode()
         for lane in ("interactive", "batch")
-        for _, fields in r.xrange(f"ocrq:stream:{lane}")
+        for _, fields in r.xrange(f"ocrq:{{p0}}:stream:{lane}")
     }
-    hashes = {k.decode().removeprefix("ocrq:job:") for k in r.scan_iter("ocrq:job:*")}
+    hashes = {k.decode().removeprefix("ocrq:{p0}:job:") for k in r.scan_iter("ocrq:{p0}:job:*")}
     assert named == hashes == {reply.json()["id"] for reply in replies}
     for job_id in hashes:
-        assert REQUIRED <= set(r.hkeys(f"ocrq:job:{job_id}")), job_id
-        assert r.ttl(f"ocrq:job:{job_id}") == -1  # queued: it lives as long as its entry
+        assert REQUIRED <= set(r.hkeys(f"ocrq:{{p0}}:job:{job_id}")), job_id
+        assert r.ttl(f"ocrq:{{p0}}:job:{job_id}") == -1  # queued: it lives as long as its entry
     r.close()
 
 
@@ -50,8 +50,8 @@ async def test_a_producer_that_dies_between_the_checks_and_exec_writes_nothing(
     # What enqueue does, cut where a crash could cut it: after the reads, inside MULTI.
     new = NewJob(store.keys, "lost", "interactive", {Field.TENANT: "t", Field.STATUS: "queued"}, "")
     async with store.redis.pipeline(transaction=True) as pipe:
-        await pipe.watch("ocrq:idem:t:k")
-        await pipe.get("ocrq:idem:t:k")
+        await pipe.watch("ocrq:{p0}:idem:t:k")
+        await pipe.get("ocrq:{p0}:idem:t:k")
         pipe.multi()
         pipe.hset(new.job, mapping={"status": "queued"})
         pipe.xadd(new.stream, new.entry())

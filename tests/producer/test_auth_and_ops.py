@@ -81,7 +81,7 @@ def test_submit_while_redis_is_down_is_503_not_500(make_client: Any) -> None:
 def test_readyz_is_ready_and_recreates_lost_groups(api: TestClient[Any], sync_redis: Any) -> None:
     sync_redis.flushdb()  # Redis lost its data
     assert api.get("/readyz").json() == {"status": "ready"}
-    groups = sync_redis.xinfo_groups("ocrq:stream:interactive")
+    groups = sync_redis.xinfo_groups("ocrq:{p0}:stream:interactive")
     assert [g["name"] for g in groups] == [b"workers"]
 
 

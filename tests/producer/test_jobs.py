@@ -82,9 +82,9 @@ def test_cancel_stops_a_queued_job_and_drops_its_payload(
     assert r.status_code == 200 and r.json() == {"id": job_id, "status": "cancelled"}
     view = api.get(f"/v1/jobs/{job_id}").json()
     assert view["status"] == "cancelled" and view["error"]["code"] == "cancelled"
-    assert sync_redis.hexists(f"ocrq:job:{job_id}", "payload") is False
+    assert sync_redis.hexists(f"ocrq:{{p0}}:job:{job_id}", "payload") is False
     # the stream entry stays until a worker skips it: never XDEL an undelivered entry
-    assert sync_redis.xlen("ocrq:stream:interactive") == 1
+    assert sync_redis.xlen("ocrq:{p0}:stream:interactive") == 1
 
 
 async def test_delete_of_a_finished_job_deletes_it(api: TestClient[Any], store: JobStore) -> None:
@@ -119,7 +119,7 @@ async def test_deleting_an_active_job_cancels_it_then_it_is_gone(
     await take(store)
     assert api.delete(f"/v1/jobs/{job_id}").json() == {"id": job_id, "status": "deleted"}
     assert api.get(f"/v1/jobs/{job_id}").status_code == 404
-    assert not sync_redis.exists(f"ocrq:job:{job_id}")
+    assert not sync_redis.exists(f"ocrq:{{p0}}:job:{job_id}")
 
 
 def test_options_lists_every_method_of_a_path(api: TestClient[Any]) -> None:
@@ -143,8 +143,8 @@ def test_same_idempotency_key_returns_the_first_job(
     assert first.status_code == 202 and again.status_code == 200
     assert again.json()["id"] == first.json()["id"]
     assert again.headers["idempotent-replayed"] == "true"
-    assert sync_redis.xlen("ocrq:stream:interactive") == 1
-    assert len(sync_redis.keys("ocrq:job:*")) == 1
+    assert sync_redis.xlen("ocrq:{p0}:stream:interactive") == 1
+    assert len(sync_redis.keys("ocrq:{p0}:job:*")) == 1
 
 
 def test_concurrent_retries_with_one_idempotency_key_make_one_job(
@@ -161,7 +161,7 @@ def test_concurrent_retries_with_one_idempotency_key_make_one_job(
     for t in threads:
         t.join(30)
     assert len(set(ids)) == 1 and len(ids) == 8
-    assert sync_redis.xlen("ocrq:stream:interactive") == 1
+    assert sync_redis.xlen("ocrq:{p0}:stream:interactive") == 1
 
 
 def test_backlog_over_the_limit_is_503_queue_full_with_retry_after(make_client: Any) -> None:
@@ -272,10 +272,10 @@ async def test_finished_deleted_and_expired_jobs_show_as_they_are(
     await finish_done(store)  # the oldest queued job: `done`
     await finish_done(store)  # then `deleted`'s, which the client then deletes
     assert api.delete(f"/v1/jobs/{deleted}").json()["status"] == "deleted"
-    sync_redis.delete(f"ocrq:job:{expired}")  # as if its TTL ran out
+    sync_redis.delete(f"ocrq:{{p0}}:job:{expired}")  # as if its TTL ran out
     listed = api.get("/v1/jobs").json()["jobs"]
     assert [(j["id"], j["status"]) for j in listed] == [(done, "done")]
-    assert sync_redis.zrange("ocrq:tenant:public:jobs", 0, -1) == [done.encode()]
+    assert sync_redis.zrange("ocrq:{p0}:tenant:public:jobs", 0, -1) == [done.encode()]
 
 
 def test_the_index_keeps_only_the_newest_jobs_of_a_tenant(make_client: Any) -> None:

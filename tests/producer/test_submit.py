@@ -19,7 +19,7 @@ PDF64 = b64(small_pdf())
 
 def stored(r: redis.Redis, job_id: str, *fields: str) -> list[Any]:
     """Fields of the job hash as stored."""
-    return list(r.hmget(f"ocrq:job:{job_id}", list(fields)))
+    return list(r.hmget(f"ocrq:{{p0}}:job:{job_id}", list(fields)))
 
 
 @pytest.mark.smoke
@@ -35,7 +35,7 @@ def test_json_submission_is_accepted_with_202_location_and_raw_payload(
     payload, media_type, status = stored(sync_redis, body["id"], "payload", "media_type", "status")
     assert payload == pdf  # raw bytes, never base64
     assert (media_type, status) == (b"application/pdf", b"queued")
-    entries = sync_redis.xrange("ocrq:stream:interactive")
+    entries = sync_redis.xrange("ocrq:{p0}:stream:interactive")
     assert [e[1][b"id"].decode() for e in entries] == [body["id"]]
 
 
@@ -63,7 +63,7 @@ def test_multipart_submission_carries_options(
     options, filename, lane = stored(sync_redis, job_id, "options", "filename", "lane")
     assert json.loads(options)["batch_size"] == 4 and json.loads(options)["dpi"] == 200
     assert (filename, lane) == (b"scan.pdf", b"batch")
-    assert sync_redis.xlen("ocrq:stream:batch") == 1
+    assert sync_redis.xlen("ocrq:{p0}:stream:batch") == 1
 
 
 def test_raw_body_takes_options_from_the_query(
@@ -235,8 +235,8 @@ def test_10_mb_plus_one_byte_is_rejected_with_413(
 ) -> None:
     r = submit_as(api, fmt, fake_png(TEN_MB + 1))
     assert r.status_code == 413 and r.json()["code"] == "payload_too_large"
-    assert sync_redis.xlen("ocrq:stream:interactive") == 0
-    assert not sync_redis.keys("ocrq:job:*")
+    assert sync_redis.xlen("ocrq:{p0}:stream:interactive") == 0
+    assert not sync_redis.keys("ocrq:{p0}:job:*")
 
 
 def test_an_unbounded_chunked_body_is_cut_off_with_413(live_producer: str) -> None:

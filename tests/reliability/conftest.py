@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from stack import Stack, start_producer, stop
+from stack import Stack, running_stack
 
-from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import EmbeddedServer, start_server
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import JobStore, make_redis
@@ -59,13 +58,5 @@ def faulty_stack(
 ) -> Iterator[tuple[Stack, EmbeddedServer]]:
     """Producer, fake vLLM and the test's own durable Redis; the test starts the workers."""
     settings = load_settings({}, redis_url=durable_redis.url, log_format="json", metrics_port=0)
-    proc, url = start_producer(durable_redis.url, redis_socket_timeout_s="2")
-    try:
-        with FakeVllm() as fake:
-            s = Stack(settings, url, fake, tmp_path / "shm", tmp_path)
-            try:
-                yield s, durable_redis
-            finally:
-                s.stop()
-    finally:
-        stop(proc)
+    with running_stack(settings, tmp_path, redis_socket_timeout_s="2") as stack:
+        yield stack, durable_redis

@@ -71,7 +71,7 @@ def test_jobs_survive_workers_sigkilled_at_random(stack: Stack) -> None:
     kills = 0
     deadline = time.monotonic() + (1800 if LONG else 400)
     while time.monotonic() < deadline:
-        finished = sum(1 for j in jobs if r.hget(f"ocrq:job:{j}", "status") == b"done")
+        finished = sum(1 for j in jobs if r.hget(f"ocrq:{{p0}}:job:{j}", "status") == b"done")
         if finished == len(jobs):
             break
         time.sleep(rng.uniform(2.0, 4.0))
@@ -80,7 +80,7 @@ def test_jobs_survive_workers_sigkilled_at_random(stack: Stack) -> None:
         victim.wait(10)
         kills += 1
         alive.append(stack.start_worker(**FAST_RECLAIM))
-    attempts = Counter(int(r.hget(f"ocrq:job:{j}", "attempts") or 0) for j in jobs)
+    attempts = Counter(int(r.hget(f"ocrq:{{p0}}:job:{j}", "attempts") or 0) for j in jobs)
     r.close()
     assert kills >= 3
     assert_each_done_once_with_its_content(stack, jobs, timeout_s=120)

@@ -21,7 +21,7 @@ def wait_processing(stack: Stack, jobs: list[str], timeout_s: float = 30) -> Non
     r = redis.Redis.from_url(stack.settings.redis_url)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if any(r.hget(f"ocrq:job:{j}", "status") == b"processing" for j in jobs):
+        if any(r.hget(f"ocrq:{{p0}}:job:{j}", "status") == b"processing" for j in jobs):
             r.close()
             return
         time.sleep(0.05)

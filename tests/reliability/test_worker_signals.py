@@ -16,7 +16,7 @@ PAGES = [(300, 400)] * 3
 def wait_status(stack: Stack, job_id: str, status: str, timeout_s: float = 30) -> None:
     r = redis.Redis.from_url(stack.settings.redis_url)
     deadline = time.monotonic() + timeout_s
-    while r.hget(f"ocrq:job:{job_id}", "status") != status.encode():
+    while r.hget(f"ocrq:{{p0}}:job:{job_id}", "status") != status.encode():
         assert time.monotonic() < deadline, f"{job_id} never {status}"
         time.sleep(0.05)
     r.close()

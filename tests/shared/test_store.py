@@ -106,9 +106,9 @@ async def test_a_duplicated_stream_entry_is_dropped_while_the_job_runs(store: Jo
 
 async def test_touch_resets_idle_time_only_for_the_owner(store: JobStore) -> None:
     await enqueue(store)
-    [(_, entry)] = await deliver(store, "w1")
-    assert await store.touch(LANE, entry, "w1")
-    assert not await store.touch(LANE, entry, "w2")
+    [(job_id, entry)] = await deliver(store, "w1")
+    assert await store.touch(job_id, LANE, entry, "w1")
+    assert not await store.touch(job_id, LANE, entry, "w2")
 
 
 async def test_poison_fails_the_job_and_copies_it_to_the_dead_stream(store: JobStore) -> None:
@@ -117,7 +117,7 @@ async def test_poison_fails_the_job_and_copies_it_to_the_dead_stream(store: JobS
     assert await store.poison(job_id, LANE, entry, "w1", 4)
     error = msgspec.json.decode(await field(store, job_id, "error"))
     assert error["code"] == "poisoned" and await field(store, job_id, "status") == b"failed"
-    [(_, dead)] = await store.redis.xrange(store.keys.dead)
+    [(_, dead)] = await store.redis.xrange(store.keys.dead("p0"))
     assert dead[b"id"] == job_id.encode() and dead[b"deliveries"] == b"4"
     assert await pending(store) == 0
 
@@ -125,7 +125,7 @@ async def test_poison_fails_the_job_and_copies_it_to_the_dead_stream(store: JobS
 async def test_idempotent_enqueue_returns_the_first_job_until_it_is_deleted(
     store: JobStore,
 ) -> None:
-    idem = store.keys.idem("t", "k")
+    idem = "k"  # the client's Idempotency-Key
     assert await enqueue(store, "a", idem)
     assert not await enqueue(store, "b", idem)
     assert await store.redis.exists(store.keys.job("b")) == 0
@@ -176,7 +176,7 @@ async def test_poisoning_a_finished_job_only_acks_it(store: JobStore) -> None:
     await store.redis.hset(store.keys.job(job_id), "status", "done")
     assert await store.poison(job_id, LANE, entry, "w1", 9)
     assert await field(store, job_id, "status") == b"done"
-    assert await store.redis.xlen(store.keys.dead) == 0 and await pending(store) == 0
+    assert await store.redis.xlen(store.keys.dead("p0")) == 0 and await pending(store) == 0
 
 
 async def test_an_active_job_never_expires_and_an_ended_one_keeps_its_result_ttl(

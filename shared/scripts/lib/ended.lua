@@ -1,11 +1,11 @@
 -- ended(job, id, status, batch, jobs, hooks, channel, now_ms, ttl_s): what every terminal
 -- transition of a job also does, in the same step: queue the job's webhook, count the job in
--- its batch ('' when none), publish the batch's progress, and close the batch if it was last.
+-- its batch (unless it has none, or it was deleted), publish the batch's progress, and close the batch if it was last.
 local function ended(job, id, status, batch, jobs, hooks, channel, now_ms, ttl_s)
   if redis.call('HEXISTS', job, 'callback') == 1 then
     redis.call('XADD', hooks, '*', 'kind', 'job', 'id', id)
   end
-  if batch == '' then return end
+  if redis.call('EXISTS', batch) == 0 then return end
   redis.call('HINCRBY', batch, status, 1)
   if not close_batch(batch, jobs, hooks, channel, now_ms, ttl_s) then
     local batch_id = redis.call('HGET', batch, 'id')

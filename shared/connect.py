@@ -1,0 +1,110 @@
+"""The Redis client of a process: one server, a Redis Cluster, or a primary behind Sentinel.
+
+Each process builds exactly one client (with one connection pool) from the settings and
+passes it down. The three kinds share the command API that ocrq uses, so the rest of the code
+has one path: the cluster client routes each command to the slot's master (every script and
+transaction of ocrq touches one slot, see keys.py), and the Sentinel client asks the
+sentinels for the current primary on every new connection, so it follows a failover.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.sentinel import Sentinel
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ocrq.shared.settings import Settings
+
+# Redis unreachable, too slow, failing over (a cluster slot without a master, a primary
+# demoted to a read-only replica, a slot that moved): wait and try again; never a job's
+# outcome.
+REDIS_DOWN: tuple[type[Exception], ...] = (
+    RedisConnectionError, RedisTimeoutError, OSError, ClusterError, TryAgainError,
+    ReadOnlyError, RedisClusterException, AskError,
+)  # fmt: skip
+
+
+def redis_mode(settings: Settings) -> str:
+    """single, cluster or sentinel: OCRQ_REDIS_SENTINELS alone selects sentinel."""
+    if settings.redis_sentinels and settings.redis_mode == "single":
+        return "sentinel"
+    return settings.redis_mode
+
+
+def parse_sentinels(raw: str) -> list[tuple[str, int]]:
+    """``host:port,host:port`` (OCRQ_REDIS_SENTINELS) as address pairs."""
+    out: list[tuple[str, int]] = []
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"OCRQ_REDIS_SENTINELS entry {item!r} is not host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError("OCRQ_REDIS_MODE=sentinel needs OCRQ_REDIS_SENTINELS (host:port,…)")
+    return out
+
+
+def make_redis(settings: Settings) -> aioredis.Redis:
+    """The process's one client, with a bounded pool and explicit socket timeouts.
+
+    A cluster client is typed as Redis: it offers the same command methods, and keeping
+    one type keeps one code path (keys.py guarantees that each call touches one slot).
+    """
+    mode = redis_mode(settings)
+    if mode == "cluster":
+        return cast(aioredis.Redis, _cluster_client(settings))
+    if mode == "sentinel":
+        return _sentinel_client(settings)
+    pool = aioredis.BlockingConnectionPool.from_url(
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        timeout=settings.redis_connect_timeout_s,
+        socket_timeout=settings.redis_socket_timeout_s,
+        socket_connect_timeout=settings.redis_connect_timeout_s,
+        health_check_interval=30,
+    )
+    return aioredis.Redis(connection_pool=pool)
+
+
+def _cluster_client(settings: Settings) -> RedisCluster:
+    """A cluster client seeded by redis_url (any node); it learns the others itself."""
+    return RedisCluster.from_url(
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,  # per node
+        socket_timeout=settings.redis_socket_timeout_s,
+        socket_connect_timeout=settings.redis_connect_timeout_s,
+        health_check_interval=30,
+    )
+
+
+def _sentinel_client(settings: Settings) -> aioredis.Redis:
+    """A client on the primary the sentinels name; each new connection asks them again."""
+    timeouts = {
+        "socket_timeout": settings.redis_socket_timeout_s,
+        "socket_connect_timeout": settings.redis_connect_timeout_s,
+    }
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        parse_sentinels(settings.redis_sentinels), sentinel_kwargs=timeouts, **timeouts
+    )
+    client: aioredis.Redis = sentinel.master_for(
+        settings.redis_sentinel_master,
+        max_connections=settings.redis_max_connections,
+        health_check_interval=30,
+    )
+    return client
+
+
+def is_cluster(redis: aioredis.Redis) -> bool:
+    """True for a Redis Cluster client."""
+    return isinstance(redis, RedisCluster)
