@@ -24,9 +24,14 @@ from stack import Stack, WorkerProc
 from ocrq.shared.embedded import EmbeddedServer
 
 LONG = os.environ.get("OCRQ_RELIABILITY") == "long"
-CHAOS_JOBS = 1000 if LONG else 250  # ~25 s of work: room for a kill every 2-4 s plus a restart
+CHAOS_JOBS = 1000 if LONG else 250  # ~60 s of work: room for a kill every 2-4 s plus a restart
 OUTAGE_S = 120 if LONG else 15
-FAST_RECLAIM = {"visibility_timeout_ms": 2000, "max_deliveries": 100, "raster_workers": 1}
+# engine_concurrency: the fake engine below serves 2 requests at once; a worker sized for
+# vLLM's 256 would queue its requests in the engine past their 10 s timeout.
+FAST_RECLAIM = {
+    "visibility_timeout_ms": 2000, "max_deliveries": 100, "raster_workers": 1,
+    "engine_concurrency": 4,
+}  # fmt: skip
 
 
 def size_of(i: int) -> tuple[int, int]:
@@ -63,7 +68,7 @@ def assert_each_done_once_with_its_content(
 
 @pytest.mark.slow
 def test_jobs_survive_workers_sigkilled_at_random(stack: Stack) -> None:
-    stack.fake.configure(latency_s=0.2, max_concurrency=2)  # ~10 jobs/s: kills land mid-run
+    stack.fake.configure(latency_s=0.5, max_concurrency=2)  # ~4 jobs/s: kills land mid-run
     alive = [stack.start_worker(**FAST_RECLAIM) for _ in range(3)]
     jobs = submit_all(stack, CHAOS_JOBS)
     rng = random.Random(7)
