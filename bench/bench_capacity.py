@@ -39,10 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import stack
 from sample_documents import text_pdf, text_png
 
-from ocrq.shared.schemas import TERMINAL
-
 OPTIONS = {"dpi": "100", "text_layer": "off", "batch_size": "1"}
-POLL_WAIT_S = 30
 SAMPLE_S = 0.05  # how often the fake's running requests are sampled
 
 
@@ -77,20 +74,6 @@ class Workload:
     pages: int
 
 
-async def finish(client: httpx.AsyncClient, url: str, job_id: str) -> dict[str, Any]:
-    """Long-poll one job until it is terminal."""
-    while True:
-        try:
-            r = await client.get(f"{url}/v1/jobs/{job_id}", params={"wait": POLL_WAIT_S})
-        except (httpx.RemoteProtocolError, httpx.ReadError):
-            # A pooled connection reused just as uvicorn closed it for idling past its
-            # keep-alive (5 s): the usual keep-alive race; a poll is safe to repeat.
-            continue
-        view: dict[str, Any] = r.json()
-        if view["status"] in TERMINAL:
-            return view
-
-
 async def submit(client: httpx.AsyncClient, url: str, body: bytes, media_type: str) -> str:
     """One raw upload; its job id."""
     headers = {"content-type": media_type}
@@ -123,12 +106,14 @@ async def run_workload(url: str, fake_url: str, engine: Engine, work: Workload, 
     samples: list[tuple[float, int]] = []
     sampler = asyncio.create_task(sample_running(fake_url, samples))
     t0 = time.monotonic()
-    async with httpx.AsyncClient(timeout=POLL_WAIT_S + 30, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=stack.POLL_WAIT_S + 30, limits=limits) as client:
 
         async def run_one(document: bytes) -> dict[str, Any]:
             # Poll right after the submit: a connection left idle past uvicorn's keep-alive
             # (5 s) while the other submits finish is closed under the next request.
-            return await finish(client, url, await submit(client, url, document, work.media_type))
+            return await stack.finish_job(
+                client, url, await submit(client, url, document, work.media_type)
+            )
 
         views = await asyncio.wait_for(
             asyncio.gather(*(run_one(d) for d in work.documents)), args.timeout
@@ -150,10 +135,10 @@ async def lone_latency(url: str, body: bytes, rounds: int) -> list[float]:
     The worker's own stage timings go to stderr (median ms): where the overhead goes.
     """
     seconds, stages = [], list[dict[str, int]]()
-    async with httpx.AsyncClient(timeout=POLL_WAIT_S + 30) as client:
+    async with httpx.AsyncClient(timeout=stack.POLL_WAIT_S + 30) as client:
         for _ in range(rounds):
             started = time.perf_counter()
-            view = await finish(client, url, await submit(client, url, body, "image/png"))
+            view = await stack.finish_job(client, url, await submit(client, url, body, "image/png"))
             if view["status"] != "done":
                 raise RuntimeError(f"lone job ended {view['status']}")
             seconds.append(time.perf_counter() - started)

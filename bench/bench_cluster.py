@@ -68,6 +68,7 @@ from ocrq.shared.embedded import EmbeddedServer, start_server  # noqa: E402
 from ocrq.shared.keys import partition_tags  # noqa: E402
 
 SIZES = {"100k": 100 * 1024, "1m": 1024 * 1024}
+PARTS = ("ingest", "pubsub", "wait")
 DOCS = {"100k": 600, "1m": 200}  # per phase and round
 SINGLE, CLUSTER3, CLUSTER1, WAIT = (
     "single node", "cluster, 3 partitions", "cluster, 1 partition",
@@ -140,12 +141,7 @@ async def raw_cluster_limit(
             tag, job_id = tags[n % len(tags)], secrets.token_urlsafe(16)
             target: Any = direct[tag] if plain else cluster
             async with target.pipeline(transaction=True) as pipe:
-                pipe.hset(f"raw:{{{tag}}}:job:{job_id}", mapping={
-                    "id": job_id, "status": "queued", "tenant": "public", "filename": "",
-                    "media_type": "application/pdf", "size": len(data), "lane": "interactive",
-                    "options": "{}", "created_at": 0, "attempts": 0, "pages_total": 0,
-                    "pages_done": 0, "payload": data, "worker": "", "batch": "",
-                })  # fmt: skip
+                pipe.hset(f"raw:{{{tag}}}:job:{job_id}", mapping=stack.raw_job_fields(job_id, data))
                 pipe.xadd(f"raw:{{{tag}}}:stream", {"id": job_id})
                 await pipe.execute()
 
@@ -449,13 +445,13 @@ def wait_cost(port: int, samples: int) -> list[str]:
 def parse_args() -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="100k,1m")
+    p.add_argument("--sizes", type=stack.names_of(SIZES), default="100k,1m")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--scale", type=int, default=1, help="divide the document counts by this")
     p.add_argument("--min-docs", type=int, default=20)
     p.add_argument("--no-wait", action="store_true", help="skip the WAIT row")
-    p.add_argument("--parts", default="ingest,pubsub,wait")
+    p.add_argument("--parts", type=stack.names_of(PARTS), default="ingest,pubsub,wait")
     p.add_argument("--messages", type=int, default=10_000, help="pub/sub messages per round")
     p.add_argument("--samples", type=int, default=1_000, help="latency samples per round")
     return p.parse_args()
@@ -464,7 +460,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     """Start the topologies, run the parts asked for, print the tables, stop everything."""
     args = parse_args()
-    sizes, parts = args.sizes.split(","), args.parts.split(",")
+    sizes, parts = args.sizes, args.parts
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()}, `{' '.join(sys.argv)}`")  # fmt: skip
     with stack.scratch_dir() as tmp, contextlib.ExitStack() as stop:

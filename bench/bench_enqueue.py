@@ -61,12 +61,7 @@ async def raw_limit(url: str, data: bytes, count: int, clients: int) -> float:
         for _ in todo:
             job_id = secrets.token_urlsafe(16)
             async with pool.pipeline(transaction=True) as pipe:
-                pipe.hset(f"raw:job:{job_id}", mapping={
-                    "id": job_id, "status": "queued", "tenant": "public", "filename": "",
-                    "media_type": "application/pdf", "size": len(data), "lane": "interactive",
-                    "options": "{}", "created_at": 0, "attempts": 0, "pages_total": 0,
-                    "pages_done": 0, "payload": data, "worker": "", "batch": "",
-                })  # fmt: skip
+                pipe.hset(f"raw:job:{job_id}", mapping=stack.raw_job_fields(job_id, data))
                 pipe.xadd("raw:stream", {"id": job_id})
                 await pipe.execute()
 
@@ -190,7 +185,7 @@ def main() -> None:
         print(asyncio.run(client_main(url, kind, int(size), int(count), int(clients))))
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="100k,1m,10m")
+    p.add_argument("--sizes", type=stack.names_of(SIZES), default="100k,1m,10m")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--scale", type=int, default=1, help="divide the document counts by this")
@@ -201,7 +196,7 @@ def main() -> None:
     aofs = {"off": [False], "everysec": [True], "both": [False, True]}[args.aof]
     with stack.scratch_dir() as tmp:
         for aof in aofs:
-            for name in args.sizes.split(","):
+            for name in args.sizes:
                 mode = "everysec" if aof else "off"
                 print(f"\n## {name} documents, AOF {mode}, {args.clients} clients")
                 print("| phase | jobs/s median (min..max) | of the raw limit |\n|---|---|---|")

@@ -45,10 +45,8 @@ from ocrq.fakevllm.config import FakeConfig
 from ocrq.fakevllm.protocol import parse_chat_request
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.profiles import get_profile
-from ocrq.shared.schemas import TERMINAL
 
 MODES = ("data", "file")
-POLL_WAIT_S = 30
 TIMEOUT_S = 300.0  # one workload's deadline
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -91,18 +89,6 @@ class Sample:
     request_bytes: int
 
 
-async def finish(client: httpx.AsyncClient, url: str, job_id: str) -> dict[str, Any]:
-    """Long-poll one job until it is terminal."""
-    while True:
-        try:
-            r = await client.get(f"{url}/v1/jobs/{job_id}", params={"wait": POLL_WAIT_S})
-        except (httpx.RemoteProtocolError, httpx.ReadError):
-            continue  # a keep-alive connection closed just as it was reused: ask again
-        view: dict[str, Any] = r.json()
-        if view["status"] in TERMINAL:
-            return view
-
-
 async def submit_and_finish(client: httpx.AsyncClient, url: str, pdf: bytes, dpi: int) -> Any:
     """One raw PDF upload, every page rendered and sent alone; its final view."""
     options = {"dpi": str(dpi), "text_layer": "off", "batch_size": "1"}
@@ -110,13 +96,13 @@ async def submit_and_finish(client: httpx.AsyncClient, url: str, pdf: bytes, dpi
     r = await client.post(f"{url}/v1/jobs", content=pdf, params=options, headers=headers)
     if r.status_code != 202:
         raise RuntimeError(f"submit answered {r.status_code}: {r.text[:200]}")
-    return await finish(client, url, r.json()["id"])
+    return await stack.finish_job(client, url, r.json()["id"])
 
 
 async def run_jobs(url: str, documents: list[bytes], dpi: int, timeout_s: float) -> float:
     """Submit every document at once, wait for all; first created to last finished, in s."""
     limits = httpx.Limits(max_connections=len(documents) + 4)
-    async with httpx.AsyncClient(timeout=POLL_WAIT_S + 30, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=stack.POLL_WAIT_S + 30, limits=limits) as client:
         jobs = (submit_and_finish(client, url, pdf, dpi) for pdf in documents)
         views = await asyncio.wait_for(asyncio.gather(*jobs), timeout_s)
     failed = [v for v in views if v["status"] != "done"]

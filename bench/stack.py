@@ -6,15 +6,17 @@ the Redis on 6379 is never touched.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -22,13 +24,51 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port, start_server
+from ocrq.shared.schemas import TERMINAL
 
 STOP_TIMEOUT_S = 15.0
+POLL_WAIT_S = 30
 
 
 def epoch(stamp: str) -> float:
     """Seconds since the epoch of a job view's ISO timestamp."""
     return datetime.fromisoformat(stamp).timestamp()
+
+
+async def finish_job(client: httpx.AsyncClient, url: str, job_id: str) -> dict[str, Any]:
+    """Long-poll one job until it is terminal; its final view."""
+    while True:
+        try:
+            r = await client.get(f"{url}/v1/jobs/{job_id}", params={"wait": POLL_WAIT_S})
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            # A pooled connection reused just as uvicorn closed it for idling past its
+            # keep-alive (5 s): the usual keep-alive race; a poll is safe to repeat.
+            continue
+        view: dict[str, Any] = r.json()
+        if view["status"] in TERMINAL:
+            return view
+
+
+def names_of(known: Collection[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of names, each one of ``known``."""
+
+    def parse(text: str) -> list[str]:
+        names = text.split(",")
+        if unknown := [n for n in names if n not in known]:
+            raise argparse.ArgumentTypeError(f"unknown {unknown}; choose from {sorted(known)}")
+        return names
+
+    return parse
+
+
+def raw_job_fields(job_id: str, data: bytes) -> dict[str, Any]:
+    """A queued job's hash as the producer writes it: the raw-Redis ceilings write the same."""
+    return {
+        "id": job_id, "status": "queued", "tenant": "public", "filename": "",
+        "media_type": "application/pdf", "size": len(data), "lane": "interactive",
+        "options": "{}", "created_at": 0, "attempts": 0, "pages_total": 0,
+        "pages_done": 0, "payload": data, "worker": "", "batch": "",
+    }  # fmt: skip
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 30.0) -> None:

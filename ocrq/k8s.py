@@ -70,6 +70,12 @@ def pages_in_flight(settings: Settings, batch_size: int = 1) -> int:
     return engine_slots(settings) * batch_size
 
 
+def jobs_per_worker(settings: Settings) -> int:
+    """The jobs one busy worker takes: its page flow holds at most two engine-fulls of
+    one-page jobs (consumer/flow.py ``room``), and never more than OCRQ_MAX_JOBS."""
+    return min(settings.max_jobs, 2 * engine_slots(settings))
+
+
 def shm_size_bytes(settings: Settings, dpi: int | None = None, batch_size: int = 1) -> int:
     """The /dev/shm one worker needs, worst case: the documents of its jobs (each job's
     folder holds its document), the pages in the engine (a page's file lives until its
@@ -217,9 +223,10 @@ def acl_configmap(settings: Settings) -> dict[str, Any]:
 
 def consumer_scaled_object(settings: Settings, namespace: str, max_replicas: int) -> dict[str, Any]:
     """Scale the consumer on lane lag, keep it while entries are pending, down to zero."""
-    # One worker drains max_jobs per collection window: that is its fair share of lag, and
-    # of pending entries it holds while they are processed.
-    per_worker = settings.max_jobs
+    # A busy worker holds jobs_per_worker and takes no more: undelivered jobs beyond that
+    # wait for another worker, so it is one worker's share of lag and of pending entries.
+    # (OCRQ_MAX_JOBS alone is a cap, 256 by default: a local engine never holds that many.)
+    per_worker = jobs_per_worker(settings)
     behavior = {
         "scaleUp": {
             "stabilizationWindowSeconds": 0,

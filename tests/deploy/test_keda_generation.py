@@ -70,14 +70,28 @@ def test_one_lag_and_one_pending_trigger_per_lane_with_explicit_lag_count() -> N
         assert lag["stream"] == pending["stream"] == keys.stream(lane)
         assert lag["consumerGroup"] == pending["consumerGroup"] == GROUP
         # Without lagCount KEDA's code quietly switches to pending mode.
-        assert lag["lagCount"] == str(settings.max_jobs)
+        assert lag["lagCount"] == str(k8s.jobs_per_worker(settings))
         assert "pendingEntriesCount" not in lag
-        assert pending["pendingEntriesCount"] == str(settings.max_jobs)
+        assert pending["pendingEntriesCount"] == str(k8s.jobs_per_worker(settings))
         assert "lagCount" not in pending
         # KEDA activates on count > activationLagCount: "0" lets one queued job wake it.
         assert lag["activationLagCount"] == pending["activationLagCount"] == "0"
     assert all(t["type"] == "redis-streams" for t in triggers)
     assert all(t["authenticationRef"]["name"] == k8s.TRIGGER_AUTH for t in triggers)
+
+
+@pytest.mark.parametrize(
+    ("env", "per_worker"),
+    [
+        ({"OCRQ_ENGINE": "vllm", "OCRQ_MAX_JOBS": "16", "OCRQ_ENGINE_CONCURRENCY": "32"}, 16),
+        ({"OCRQ_ENGINE": "vllm", "OCRQ_ENGINE_CONCURRENCY": "32"}, 64),  # 2 engine-fulls
+        ({"OCRQ_ENGINE": "local", "OCRQ_LOCAL_WORKERS": "2"}, 4),  # not the default 256
+    ],
+)
+def test_lag_target_is_the_jobs_one_busy_worker_takes(env: dict[str, str], per_worker: int) -> None:
+    triggers = k8s.consumer_scaled_object(load_settings(env), "ocrq", 8)["spec"]["triggers"]
+    lag = next(t for t in triggers if t["name"] == "interactive-lag")["metadata"]
+    assert lag["lagCount"] == str(per_worker)
 
 
 def test_webhook_deliveries_keep_a_worker_until_they_are_done() -> None:
