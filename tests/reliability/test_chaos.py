@@ -24,8 +24,11 @@ from stack import Stack, WorkerProc
 from ocrq.shared.embedded import EmbeddedServer
 
 LONG = os.environ.get("OCRQ_RELIABILITY") == "long"
-CHAOS_JOBS = 1000 if LONG else 250  # ~60 s of work: room for a kill every 2-4 s plus a restart
+CHAOS_JOBS = 1000 if LONG else 160  # ~40 s of work: room for a kill every 2-4 s plus a restart
 OUTAGE_S = 120 if LONG else 15
+# Uploads at up to ~30/s around the Redis kill: under load, and few enough (~200) that the
+# two workers finish them in seconds rather than a minute.
+UPLOAD_PAUSE_S = 0.03
 # engine_concurrency: the fake engine below serves 2 requests at once; a worker sized for
 # vLLM's 256 would queue its requests in the engine past their 10 s timeout.
 FAST_RECLAIM = {
@@ -117,6 +120,7 @@ def test_every_accepted_job_survives_a_redis_sigkill_under_load(
                 if r.status_code == 202:  # a 503 while Redis is away is a refusal, not a loss
                     accepted.append(r.json()["id"])
                 i += 1
+                time.sleep(UPLOAD_PAUSE_S)
 
     uploader = threading.Thread(target=upload)
     uploader.start()
