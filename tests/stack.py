@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,11 @@ class WorkerProc:
     metrics_url: str
     log_path: Path
 
+    @property
+    def health_url(self) -> str:
+        """The worker's /healthz, beside its /metrics."""
+        return self.metrics_url.removesuffix("/metrics") + "/healthz"
+
     def signal(self, sig: int) -> None:
         """Send a signal to the worker."""
         self.proc.send_signal(sig)
@@ -44,6 +51,16 @@ class WorkerProc:
     def log(self) -> str:
         """What the worker logged so far."""
         return self.log_path.read_text(errors="replace")
+
+    def jobs_done(self) -> Counter[str]:
+        """How many times the worker logged each job `done` (its canonical job lines)."""
+        counts: Counter[str] = Counter()
+        for line in self.log().splitlines():
+            if line.startswith("{"):
+                event = json.loads(line)
+                if event.get("event") == "job" and event.get("outcome") == "done":
+                    counts[event["job_id"]] += 1
+        return counts
 
 
 @dataclass
@@ -62,6 +79,18 @@ class Stack:
 
         ``new_session``: the worker leads its own process group, as a command in a terminal.
         """
+        worker = self._launch_worker(new_session, env)
+        wait_http(worker.health_url, worker.proc)
+        return worker
+
+    def start_workers(self, count: int, **env: Any) -> list[WorkerProc]:
+        """Start ``count`` workers at once, then wait for them all: they read the queue together."""
+        workers = [self._launch_worker(False, env) for _ in range(count)]
+        for worker in workers:
+            wait_http(worker.health_url, worker.proc)
+        return workers
+
+    def _launch_worker(self, new_session: bool, env: dict[str, Any]) -> WorkerProc:
         port = free_port()
         values = {
             "REDIS_URL": self.settings.redis_url, "ENGINE": "vllm", "VLLM_URL": self.fake.url,
@@ -80,7 +109,6 @@ class Stack:
         )  # fmt: skip
         worker = WorkerProc(proc, f"http://127.0.0.1:{port}/metrics", log_path)
         self.workers.append(worker)
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc)
         return worker
 
     def submit(self, data: bytes, **options: Any) -> str:

@@ -263,6 +263,19 @@ def test_engine_requests_stay_under_the_global_concurrency_limit(stack: Stack) -
     stack.assert_clean()
 
 
+def test_two_workers_share_a_burst_rather_than_the_first_taking_it_all(stack: Stack) -> None:
+    stack.fake.configure(latency_s=0.5, max_concurrency=4)
+    jobs = [stack.submit(png(120 + i, 80)) for i in range(20)]  # queued before any worker
+    # Two slots each: a worker holds at most two engine-fulls (4 one-page jobs) at a time,
+    # where a first window used to take OCRQ_MAX_JOBS (16) of the 20 at once.
+    workers = stack.start_workers(2, engine_concurrency=2)
+    assert all(stack.wait(j)["status"] == "done" for j in jobs)
+    shares = [sum(w.jobs_done().values()) for w in workers]
+    print(f"burst shares: {shares}")
+    assert sum(shares) == 20 and min(shares) >= 5, shares
+    stack.assert_clean()
+
+
 @pytest.mark.topology
 def test_sigterm_drains_in_flight_jobs_and_exits_0(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
