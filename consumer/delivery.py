@@ -15,9 +15,9 @@ class Delivery(msgspec.Struct, frozen=True):
     lane: str
     entry: str
     job_id: str  # "" for an entry that names no job (dropped, never redelivered)
+    stream: str  # the stream (lane and partition) the entry is in
     deliveries: int = 1
     batch: str = ""  # the job's batch, from the entry ("" for none)
-    stream: str = ""  # the stream (lane and partition) the entry is in
 
 
 def parse_entries(reply: Any) -> list[Delivery]:
@@ -30,5 +30,5 @@ def parse_entries(reply: Any) -> list[Delivery]:
             fields = fields or {}
             job_id = text(fields.get(ENTRY_JOB_ID.encode(), b""))
             batch = text(fields.get(ENTRY_BATCH.encode(), b""))
-            out.append(Delivery(lane, text(entry_id), job_id, batch=batch, stream=name))
+            out.append(Delivery(lane, text(entry_id), job_id, name, batch=batch))
     return out

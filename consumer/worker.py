@@ -134,7 +134,7 @@ class Worker:
 
     async def _dispatch(self, d: Delivery) -> int:
         if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
-            await self.store.drop_entry(d.stream or self.store.keys.stream(d.lane), d.entry)
+            await self.store.drop_entry(d.stream, d.entry)
             return 0
         running = self.tasks.values()
         if any(r.entry == d.entry or r.job_id == d.job_id for r in running):
@@ -265,7 +265,7 @@ class Worker:
         self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
         await asyncio.to_thread(sweep_stale, self.stack_root)
-        for stream in (s for lane in keys.lanes for s in keys.streams(lane)):
+        for _, stream in keys.lane_streams():
             cursor, entries, *_ = await self.store.redis.xautoclaim(
                 stream, keys.group, self.me, self.settings.visibility_timeout_ms,
                 start_id=self._cursors.get(stream, "0-0"), count=room - len(out),
@@ -286,13 +286,12 @@ class Worker:
         """Entries pending to this very consumer that no task runs (an outage, a restart)."""
         running = {d.entry for d in self.tasks.values()} | {d.entry for d in self.held}
         out: list[Delivery] = []
-        keys = self.store.keys
-        for lane, stream in ((name, s) for name in keys.lanes for s in keys.streams(name)):
+        for lane, stream in self.store.keys.lane_streams():
             pending = await self.store.own_pending(stream, self.me, 10 * self.settings.max_jobs)
             for entry, delivered in pending:
                 if entry not in running:
                     job_id, batch = await self.store.entry_job(stream, entry)
-                    out.append(Delivery(lane, entry, job_id, delivered, batch, stream))
+                    out.append(Delivery(lane, entry, job_id, stream, delivered, batch))
         if out:
             log.warning("resumed_own_entries", count=len(out), jobs=[d.job_id for d in out])
         return out

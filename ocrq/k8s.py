@@ -154,47 +154,53 @@ def _stream_trigger(
     }
 
 
-def lane_triggers(
-    settings: Settings, namespace: str, lag_target: int, pending_target: int
-) -> list[dict[str, Any]]:
-    """A lag trigger (scale out) and a pending trigger (keep while in flight) per lane and
-    partition: KEDA takes the largest wish among triggers, so each partition's backlog counts.
-    """
-    keys = Keys(settings.prefix, settings.partitions)
+def _partition_name(name: str, partition: int, partitions: int) -> str:
+    """A trigger's name: the stream's, and its partition's number when there are several."""
+    return name if partitions == 1 else f"{name}-p{partition}"
+
+
+def _lag_and_pending(
+    settings: Settings, namespace: str, group: str, streams: list[tuple[str, str]],
+    lag_target: int, pending_target: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """A lag trigger (scale out) and a pending trigger (keep while in flight) per
+    (name, stream)."""
     target = redis_target(settings, namespace)
     # lagCount must be explicit: without it KEDA silently scales on pending entries.
     lag = {"lagCount": str(lag_target)}
     pending = {"pendingEntriesCount": str(pending_target)}
     triggers: list[dict[str, Any]] = []
-    for lane in keys.lanes:
-        for p, stream in enumerate(keys.streams(lane)):
-            name = lane if keys.partitions == 1 else f"{lane}-p{p}"
-            triggers.append(
-                _stream_trigger(settings, f"{name}-lag", stream, target, keys.group, lag)
-            )
-            triggers.append(
-                _stream_trigger(settings, f"{name}-pending", stream, target, keys.group, pending)
-            )
-    return triggers
-
-
-def webhook_triggers(settings: Settings, namespace: str) -> list[dict[str, Any]]:
-    """Keep a worker while webhook deliveries wait or retry (scale-to-zero waits for them)."""
-    keys = Keys(settings.prefix, settings.partitions)
-    target = redis_target(settings, namespace)
-    # A worker or two deliver every webhook: the targets are high, these only keep one up.
-    lag = {"lagCount": "1000"}
-    pending = {"pendingEntriesCount": "1000"}
-    group = keys.webhook_group
-    triggers: list[dict[str, Any]] = []
-    for p in range(keys.partitions):
-        name = "webhooks" if keys.partitions == 1 else f"webhooks-p{p}"
-        stream = keys.webhooks(keys.tags[p])
+    for name, stream in streams:
         triggers.append(_stream_trigger(settings, f"{name}-lag", stream, target, group, lag))
         triggers.append(
             _stream_trigger(settings, f"{name}-pending", stream, target, group, pending)
         )
     return triggers
+
+
+def lane_triggers(
+    settings: Settings, namespace: str, lag_target: int, pending_target: int
+) -> list[dict[str, Any]]:
+    """Lag and pending triggers per lane and partition: KEDA takes the largest wish among
+    triggers, so each partition's backlog counts."""
+    keys = Keys(settings.prefix, settings.partitions)
+    streams = [
+        (_partition_name(lane, p, keys.partitions), stream)
+        for lane in keys.lanes
+        for p, stream in enumerate(keys.streams(lane))
+    ]
+    return _lag_and_pending(settings, namespace, keys.group, streams, lag_target, pending_target)
+
+
+def webhook_triggers(settings: Settings, namespace: str) -> list[dict[str, Any]]:
+    """Keep a worker while webhook deliveries wait or retry (scale-to-zero waits for them)."""
+    keys = Keys(settings.prefix, settings.partitions)
+    streams = [
+        (_partition_name("webhooks", p, keys.partitions), keys.webhooks(tag))
+        for p, tag in enumerate(keys.tags)
+    ]
+    # A worker or two deliver every webhook: the targets are high, these only keep one up.
+    return _lag_and_pending(settings, namespace, keys.webhook_group, streams, 1000, 1000)
 
 
 def trigger_authentication() -> dict[str, Any]:

@@ -103,8 +103,3 @@ def _sentinel_client(settings: Settings) -> aioredis.Redis:
         health_check_interval=30,
     )
     return client
-
-
-def is_cluster(redis: aioredis.Redis) -> bool:
-    """True for a Redis Cluster client."""
-    return isinstance(redis, RedisCluster)

@@ -63,7 +63,7 @@ async def enqueue(
     transaction goes to the slot's master over a plain client (shared/nodes.py).
     """
     try:
-        return await _enqueue(nodes.for_key(new.job), settings, new, new.idem_key(idem), nodes)
+        return await _enqueue(nodes, settings, new, new.idem_key(idem))
     except ResponseError as e:
         if not is_moved(e):
             raise
@@ -83,8 +83,10 @@ async def _refresh_quietly(nodes: NodeClients) -> None:
 
 
 async def _enqueue(
-    redis: aioredis.Redis, settings: Settings, new: NewJob, idem: str | None, nodes: NodeClients
+    nodes: NodeClients, settings: Settings, new: NewJob, idem: str | None
 ) -> tuple[bool, str]:
+    """The transaction; ``idem`` is the Idempotency-Key's Redis key (None without one)."""
+    redis = nodes.for_key(new.job)
     async with redis.pipeline(transaction=True) as pipe:
         while True:
             try:

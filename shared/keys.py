@@ -109,6 +109,10 @@ class Keys:
         """The lane's stream in every partition."""
         return [self.stream(lane, tag) for tag in self.tags]
 
+    def lane_streams(self) -> list[tuple[str, str]]:
+        """(lane, stream) for every lane in every partition: all the streams workers read."""
+        return [(lane, stream) for lane in self.lanes for stream in self.streams(lane)]
+
     def idem(self, tenant: str, key: str, tag: str) -> str:
         """Idempotency-Key → job id, with a TTL."""
         return f"{self._in(tag)}idem:{tenant}:{key}"

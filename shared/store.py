@@ -62,9 +62,8 @@ class JobStore:
 
     async def ensure_groups(self) -> None:
         """Create the group of every lane in every partition at id 0 with MKSTREAM."""
-        for lane in self.keys.lanes:
-            for stream in self.keys.streams(lane):
-                await self.create_group(stream, self.keys.group)
+        for _, stream in self.keys.lane_streams():
+            await self.create_group(stream, self.keys.group)
 
     async def create_group(self, stream: str, group: str) -> None:
         """XGROUP CREATE … 0 MKSTREAM; BUSYGROUP (it exists) is fine."""
@@ -84,8 +83,8 @@ class JobStore:
 
     async def groups_exist(self) -> bool:
         """True when every lane's stream in every partition has the workers group."""
-        streams = [s for lane in self.keys.lanes for s in self.keys.streams(lane)]
-        return all([await self.group_info(stream) is not None for stream in streams])
+        streams = self.keys.lane_streams()
+        return all([await self.group_info(stream) is not None for _, stream in streams])
 
     async def enqueue(
         self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None,

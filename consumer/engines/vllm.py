@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import os
 import secrets
 import shutil
-import struct
-import zlib
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 import msgspec
 import structlog
+from PIL import Image
 
 from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.engines.base import EngineOutput, PageImage
@@ -39,7 +39,6 @@ CHAT_PATH = "/v1/chat/completions"
 CONNECT_TIMEOUT_S = 10.0
 MAX_ERROR_CHARS = 500  # of a server's error text quoted in our message
 PROBE_SIDE_PX = 64  # the start-up probe page: a blank square, answered in one token
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 Handoff = Literal["data", "file"]
 log = structlog.get_logger("ocrq.engine")
@@ -140,21 +139,10 @@ def encode_body(
 
 
 def blank_png(side: int) -> bytes:
-    """A white ``side`` x ``side`` RGB PNG, built without an imaging library."""
-    header = struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0)  # 8-bit RGB, no interlace
-    row = b"\x00" + b"\xff" * 3 * side  # filter type 0, then white pixels
-    return (
-        PNG_SIGNATURE
-        + png_chunk(b"IHDR", header)
-        + png_chunk(b"IDAT", zlib.compress(row * side))
-        + png_chunk(b"IEND", b"")
-    )
-
-
-def png_chunk(kind: bytes, data: bytes) -> bytes:
-    """One PNG chunk: length, type, data, CRC of type and data."""
-    crc = zlib.crc32(kind + data)
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+    """A white ``side`` x ``side`` RGB PNG."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (side, side), "white").save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 def write_probe_page(settings: Settings) -> PageImage:
