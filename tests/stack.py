@@ -27,6 +27,16 @@ from ocrq.shared.settings import Settings
 TERMINAL = {"done", "failed", "cancelled"}
 
 
+def jobs_done_by(workers: list[WorkerProc], total: int, timeout_s: float = 10) -> list[int]:
+    """Each worker's count of `done` job lines, once they add up to total (lines lag Redis)."""
+    deadline = time.monotonic() + timeout_s
+    while (counts := [sum(w.jobs_done().values()) for w in workers]) and sum(counts) < total:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return counts
+
+
 @dataclass
 class WorkerProc:
     """One `ocrq worker` subprocess."""
@@ -51,6 +61,14 @@ class WorkerProc:
     def log(self) -> str:
         """What the worker logged so far."""
         return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, timeout_s: float = 10) -> str:
+        """The log once it holds text: a job's line follows its Redis write, so may lag it."""
+        deadline = time.monotonic() + timeout_s
+        while text not in (log := self.log()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert text in log, f"{text!r} not logged within {timeout_s} s"
+        return log
 
     def jobs_done(self) -> Counter[str]:
         """How many times the worker logged each job `done` (its canonical job lines)."""
