@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from redis_topologies import wait_until
 from topologies import sync_client
 
 from ocrq.fakevllm.runner import FakeVllm
@@ -29,12 +30,12 @@ TERMINAL = {"done", "failed", "cancelled"}
 
 def jobs_done_by(workers: list[WorkerProc], total: int, timeout_s: float = 10) -> list[int]:
     """Each worker's count of `done` job lines, once they add up to total (lines lag Redis)."""
-    deadline = time.monotonic() + timeout_s
-    while (counts := [sum(w.jobs_done().values()) for w in workers]) and sum(counts) < total:
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    return counts
+
+    def counts() -> list[int]:
+        return [sum(w.jobs_done().values()) for w in workers]
+
+    wait_until(lambda: sum(counts()) >= total, timeout_s, f"{total} jobs never logged done")
+    return counts()
 
 
 @dataclass
@@ -64,11 +65,8 @@ class WorkerProc:
 
     def wait_for_log(self, text: str, timeout_s: float = 10) -> str:
         """The log once it holds text: a job's line follows its Redis write, so may lag it."""
-        deadline = time.monotonic() + timeout_s
-        while text not in (log := self.log()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert text in log, f"{text!r} not logged within {timeout_s} s"
-        return log
+        wait_until(lambda: text in self.log(), timeout_s, f"{text!r} never logged")
+        return self.log()
 
     def jobs_done(self) -> Counter[str]:
         """How many times the worker logged each job `done` (its canonical job lines)."""
@@ -141,6 +139,10 @@ class Stack:
         """The job's status as a poll shows it."""
         status: str = httpx.get(f"{self.api}/v1/jobs/{job_id}", timeout=30).json()["status"]
         return status
+
+    def wait_for_status(self, job_id: str, status: str, timeout_s: float = 20) -> None:
+        """Poll until the job shows status (a running step, say "processing")."""
+        wait_until(lambda: self.status(job_id) == status, timeout_s, f"{job_id} never {status}")
 
     def wait(self, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
         """Long-poll until the job is terminal."""

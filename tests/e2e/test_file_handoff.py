@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from documents import png, sized_pdf
+from redis_topologies import wait_until
 from stack import Stack, WorkerProc
 
 pytestmark = pytest.mark.slow
@@ -46,18 +45,9 @@ def page_files(stack: Stack) -> list[Path]:
     return sorted(p for p in stack.shm.rglob("*") if p.is_file() and p.name != "owner")
 
 
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 20) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` when it never does."""
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"never: {what}")
-        time.sleep(0.05)
-
-
 def engine_reading(stack: Stack) -> None:
     """Wait until a page request is running in the fake: its file must be on disk meanwhile."""
-    eventually(lambda: stack.fake.stats()["running"] >= 1, "a request running in the engine")
+    wait_until(lambda: stack.fake.stats()["running"] >= 1, 20, "no request ran in the engine")
     assert page_files(stack), "the page file is gone while the engine still works on it"
 
 
@@ -105,7 +95,7 @@ def test_a_job_cancelled_while_the_engine_reads_its_pages_leaves_no_page(
     engine_reading(stack)
     cancelled = httpx.post(f"{stack.api}/v1/jobs/{job_id}/cancel", timeout=10).json()
     assert cancelled["status"] == "cancelled"
-    eventually(lambda: not page_files(stack), "the cancelled job's pages removed", 10)
+    wait_until(lambda: not page_files(stack), 10, "the cancelled job's pages stayed")
     assert stack.wait(job_id)["status"] == "cancelled"
     stack.assert_clean()
 

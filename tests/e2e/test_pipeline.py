@@ -180,7 +180,7 @@ def test_a_job_cancelled_while_processing_stops(stack: Stack) -> None:
     stack.fake.configure(latency_s=3.0)
     stack.start_worker()
     job_id = stack.submit(sized_pdf(SIZES[:4]), dpi=72)
-    wait_for_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing")
     assert httpx.post(f"{stack.api}/v1/jobs/{job_id}/cancel").json()["status"] == "cancelled"
     time.sleep(2.0)  # the worker notices within its heartbeat and lets go
     assert stack.wait(job_id)["status"] == "cancelled"
@@ -210,7 +210,7 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_once(stack: St
     stack.fake.configure(latency_s=2.0)
     doomed = stack.start_worker()
     job_id = stack.submit(png(222, 111))
-    wait_for_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing")
     doomed.signal(signal.SIGKILL)
     doomed.wait(10)
     rescuer = stack.start_worker()
@@ -238,7 +238,7 @@ def test_a_job_that_keeps_killing_workers_is_poisoned_and_sent_to_dead(stack: St
     stack.fake.configure(latency_s=3.0)
     doomed = stack.start_worker(max_deliveries=1)
     job_id = stack.submit(png(230, 110))
-    wait_for_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing")
     doomed.signal(signal.SIGKILL)
     doomed.wait(10)
     stack.start_worker(max_deliveries=1)
@@ -281,7 +281,7 @@ def test_sigterm_drains_in_flight_jobs_and_exits_0(stack: Stack) -> None:
     stack.fake.configure(latency_s=2.0)
     worker = stack.start_worker()
     job_id = stack.submit(png(240, 120))
-    wait_for_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing")
     worker.signal(signal.SIGTERM)
     assert worker.wait(30) == 0
     assert stack.wait(job_id, timeout_s=5)["status"] == "done"
@@ -298,7 +298,7 @@ def test_a_job_still_running_when_the_drain_grace_ends_is_handed_back_at_once(
     slow_visibility = {"visibility_timeout_ms": 60_000}  # only the hand-back can be quick
     leaving = stack.start_worker(drain_grace_s=0.5, **slow_visibility)
     job_id = stack.submit(png(260, 130))
-    wait_for_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing")
     leaving.signal(signal.SIGTERM)
     assert exit_code(leaving, 15) == 0, leaving.log()
     assert httpx.get(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == "queued"
@@ -329,13 +329,3 @@ def exit_code(worker: WorkerProc, timeout_s: float) -> int | None:
         return worker.wait(timeout_s)
     except subprocess.TimeoutExpired:
         return None
-
-
-def wait_for_status(stack: Stack, job_id: str, status: str, timeout_s: float = 20) -> None:
-    """Poll until the job reaches status."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if httpx.get(f"{stack.api}/v1/jobs/{job_id}").json()["status"] == status:
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{job_id} never became {status}")

@@ -6,27 +6,17 @@ import os
 import signal
 import time
 
-import redis
 from documents import sized_pdf
 from stack import Stack
 
 PAGES = [(300, 400)] * 3
 
 
-def wait_status(stack: Stack, job_id: str, status: str, timeout_s: float = 30) -> None:
-    r = redis.Redis.from_url(stack.settings.redis_url)
-    deadline = time.monotonic() + timeout_s
-    while r.hget(f"ocrq:{{p0}}:job:{job_id}", "status") != status.encode():
-        assert time.monotonic() < deadline, f"{job_id} never {status}"
-        time.sleep(0.05)
-    r.close()
-
-
 def test_ctrl_c_in_a_terminal_drains_the_worker_without_a_traceback(stack: Stack) -> None:
     stack.fake.configure(latency_s=1.0)
     worker = stack.start_worker(new_session=True)  # its own process group, as in a terminal
     job_id = stack.submit(sized_pdf(PAGES), dpi=72)
-    wait_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing", timeout_s=30)
     os.killpg(worker.proc.pid, signal.SIGINT)  # the terminal signals the whole group
     assert worker.wait(30) == 0
     assert stack.wait(job_id)["status"] == "done"  # finished inside the drain grace
@@ -41,7 +31,7 @@ def test_a_worker_restarted_under_its_name_resumes_its_jobs_at_once(stack: Stack
     patient = {"worker_name": "pod-7", "visibility_timeout_ms": 120_000}
     first = stack.start_worker(**patient)
     job_id = stack.submit(sized_pdf(PAGES), dpi=72)
-    wait_status(stack, job_id, "processing")
+    stack.wait_for_status(job_id, "processing", timeout_s=30)
     first.signal(signal.SIGKILL)
     first.wait(10)
     started = time.monotonic()
