@@ -6,10 +6,13 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from ocrq.shared.lifeline import terminate_with_parent
 
@@ -64,22 +67,8 @@ class EmbeddedServer:
         )  # fmt: skip
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:
-        """Block until the server answers PING, or raise."""
-        deadline = time.monotonic() + timeout_s
-        client = redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1)
-        try:
-            while time.monotonic() < deadline:
-                if self.process.poll() is not None:
-                    err = self.process.stderr.read().decode() if self.process.stderr else ""
-                    raise RuntimeError(f"{self.binary.name} exited: {err.strip()}")
-                try:
-                    if client.ping():
-                        return
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-        finally:
-            client.close()
-        raise TimeoutError(f"{self.binary.name} did not answer on port {self.port}")
+        """Block until the server answers, or raise (ServerExited if it ended)."""
+        wait_answering(self.process, self.port, self.data_dir / "server.log", timeout_s)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Terminate the server and wait for it."""
@@ -106,11 +95,75 @@ def start_server(
     ``extra``: more server arguments (a test's cluster or replica settings).
     """
     binary = find_server_binary(prefer)
-    port = port or free_port()
-    server = EmbeddedServer(binary, data_dir, port, aof=aof, fsync=fsync, extra=extra)
+
+    def start(chosen: int) -> EmbeddedServer:
+        server = EmbeddedServer(binary, data_dir, chosen, aof=aof, fsync=fsync, extra=extra)
+        try:
+            server.wait_ready()
+        except Exception:
+            server.stop()
+            raise
+        return server
+
+    return start(port) if port else on_free_port(start)
+
+
+class ServerExited(RuntimeError):
+    """The server process ended before it answered; the message ends with its last words."""
+
+    def __init__(self, name: str, last_words: str) -> None:
+        super().__init__(f"{name} exited: {last_words}")
+        self.port_taken = PORT_TAKEN in last_words
+
+
+PORT_TAKEN = "Address already in use"
+T = TypeVar("T")
+FREE_PORT_TRIES = 3
+
+
+def on_free_port(start: Callable[[int], T]) -> T:
+    """``start(port)`` on a free port, again on another if someone took that one meanwhile.
+
+    free_port() only says a port was free a moment ago: another process (or an outgoing
+    connection's ephemeral port) can take it before the server binds it.
+    """
+    for attempt in range(FREE_PORT_TRIES):
+        try:
+            return start(free_port())
+        except ServerExited as e:
+            if not e.port_taken or attempt == FREE_PORT_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def wait_answering(
+    process: subprocess.Popen[bytes], port: int, log: Path, timeout_s: float
+) -> None:
+    """Block until ``process`` answers on ``port``; ServerExited if it ends first."""
+    deadline = time.monotonic() + timeout_s
+    # No retries inside the client: this loop is the retry, and it must see the process end.
+    client = redis.Redis(
+        port=port, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+    )
     try:
-        server.wait_ready()
-    except Exception:
-        server.stop()
-        raise
-    return server
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise ServerExited(f"the server for port {port}", last_words(process, log))
+            try:
+                # Our process, not whoever else holds the port while ours fails to bind it.
+                if client.info("server").get("process_id") == process.pid:
+                    return
+            except (redis.ConnectionError, redis.TimeoutError):
+                pass
+            time.sleep(0.05)
+    finally:
+        client.close()
+    raise TimeoutError(f"the server on port {port} did not answer within {timeout_s} s")
+
+
+def last_words(process: subprocess.Popen[bytes], log: Path, lines: int = 5) -> str:
+    """What an ended server said last: its stderr, else the end of its log file."""
+    said = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if not said.strip() and log.exists():
+        said = "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    return said.strip()

@@ -19,7 +19,14 @@ from pathlib import Path
 import redis
 from redis.cluster import ClusterNode
 
-from ocrq.shared.embedded import EmbeddedServer, find_server_binary, free_port, start_server
+from ocrq.shared.embedded import (
+    EmbeddedServer,
+    find_server_binary,
+    free_port,
+    on_free_port,
+    start_server,
+    wait_answering,
+)
 
 SLOTS = 16384
 NODE_TIMEOUT_MS = 1000  # a dead master is failed over within a few seconds
@@ -239,11 +246,7 @@ class SentinelSet:
         for proc in self.sentinels:
             proc.terminate()
         for proc in self.sentinels:
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            _end(proc)
         for server in self.servers:
             server.stop()
 
@@ -257,7 +260,10 @@ def start_sentinel_set(base: Path, *, aof: bool = True, fsync: str = "always") -
         found.servers.append(start_server(base / "replica", aof=aof, fsync=fsync, extra=replica_of))
         for i in range(3):
             _start_sentinel(found, base / f"sentinel{i}", primary.port)
-        wait_until(lambda: _sentinels_ready(found), 30, "the sentinels never saw each other")
+        try:
+            wait_until(lambda: _sentinels_ready(found), 30, "the sentinels never saw each other")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; what each knew: {_sentinel_views(found)}") from e
     except BaseException:
         found.stop()
         raise
@@ -266,20 +272,38 @@ def start_sentinel_set(base: Path, *, aof: bool = True, fsync: str = "always") -
 
 def _start_sentinel(found: SentinelSet, folder: Path, primary_port: int) -> None:
     folder.mkdir(parents=True)
-    port = free_port()
-    conf = folder / "sentinel.conf"  # sentinel rewrites its file as it learns: a copy each
-    conf.write_text(
-        f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
-        f"sentinel monitor {found.master} 127.0.0.1 {primary_port} 2\n"
-        f"sentinel down-after-milliseconds {found.master} 1000\n"
-        f"sentinel failover-timeout {found.master} 5000\n"
-    )
-    proc = subprocess.Popen(
-        [str(find_server_binary()), str(conf), "--sentinel"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    found.sentinels.append(proc)
-    found.sentinel_ports.append(port)
+
+    def start(port: int) -> subprocess.Popen[bytes]:
+        conf = folder / "sentinel.conf"  # sentinel rewrites its file as it learns: a copy each
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
+            f"sentinel monitor {found.master} 127.0.0.1 {primary_port} 2\n"
+            f"sentinel down-after-milliseconds {found.master} 1000\n"
+            f"sentinel failover-timeout {found.master} 5000\n"
+        )
+        proc = subprocess.Popen(
+            [str(find_server_binary()), str(conf), "--sentinel"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            wait_answering(proc, port, folder / "sentinel.log", timeout_s=10)
+        except BaseException:
+            _end(proc)
+            raise
+        found.sentinel_ports.append(port)
+        return proc
+
+    found.sentinels.append(on_free_port(start))
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a process and wait for it; kill it if it will not go."""
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def _sentinels_ready(found: SentinelSet) -> bool:
@@ -290,3 +314,18 @@ def _sentinels_ready(found: SentinelSet) -> bool:
             if int(state.get("num-slaves", 0)) < 1 or int(state.get("num-other-sentinels", 0)) < 2:
                 return False
     return True
+
+
+def _sentinel_views(found: SentinelSet) -> dict[int, str]:
+    """Each sentinel's count of replicas and other sentinels, or why it could not say."""
+    views: dict[int, str] = {}
+    for port in found.sentinel_ports:
+        try:
+            with client(port) as c:
+                state = c.sentinel_master(found.master)
+            views[port] = (
+                f"replicas {state.get('num-slaves')}, others {state.get('num-other-sentinels')}"
+            )
+        except (redis.RedisError, OSError) as e:
+            views[port] = repr(e)
+    return views
