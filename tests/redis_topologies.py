@@ -244,8 +244,6 @@ class SentinelSet:
     def stop(self) -> None:
         """Stop the sentinels, then the servers."""
         for proc in self.sentinels:
-            proc.terminate()
-        for proc in self.sentinels:
             _end(proc)
         for server in self.servers:
             server.stop()

@@ -158,6 +158,21 @@ class Stack:
                 return view
         raise TimeoutError(f"job {job_id} not terminal after {timeout_s}s: {view}")
 
+    def wait_for_batch(self, batch_id: str, timeout_s: float = 120) -> dict[str, Any]:
+        """Poll the batch until it has finished; its view, with up to 1000 jobs."""
+        view: dict[str, Any] = {}
+
+        def finished() -> bool:
+            nonlocal view
+            view = httpx.get(f"{self.api}/v1/batches/{batch_id}?limit=1000", timeout=30).json()
+            return view["status"] == "finished"
+
+        try:
+            wait_until(finished, timeout_s, f"batch {batch_id} never finished")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}; last seen: {view}") from e
+        return view
+
     def assert_clean(self) -> None:
         """Nothing of any job left in /dev/shm, nothing pending in any lane."""
         # A running worker's folder holds its owner file, and nothing else between jobs. A

@@ -7,7 +7,6 @@ import io
 import json
 import time
 import zipfile
-from typing import Any
 
 import httpx
 import pytest
@@ -15,17 +14,6 @@ from documents import png, sized_pdf
 from stack import Stack
 
 pytestmark = pytest.mark.slow
-
-
-def batch_of(stack: Stack, batch_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    """Poll the batch until it has finished."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view: dict[str, Any] = httpx.get(f"{stack.api}/v1/batches/{batch_id}?limit=1000").json()
-        if view["status"] == "finished":
-            return view
-        time.sleep(0.3)
-    raise TimeoutError(view)
 
 
 def zip_bytes(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
@@ -58,7 +46,7 @@ def test_a_300_file_multipart_batch_accounts_for_every_file(stack: Stack) -> Non
         "notes.txt"
     ]
     assert body["rejected"][0]["code"] == "unsupported_media_type"
-    view = batch_of(stack, body["id"], timeout_s=300)
+    view = stack.wait_for_batch(body["id"], timeout_s=300)
     assert view["counts"] == {"total": 300, "queued": 0, "processing": 0, "done": 300,
                               "failed": 0, "cancelled": 0}  # fmt: skip
     assert [j["filename"] for j in view["jobs"]] == [f"scan-{i:03d}.png" for i in range(300)]
@@ -81,7 +69,7 @@ def test_a_zip_batch_reads_its_members_and_a_bad_member_spoils_nothing(stack: St
     body = r.json()
     assert len(body["accepted"]) == 301 and len(body["rejected"]) == 1
     assert "escape.pdf" in [f["filename"] for f in body["accepted"]]  # a label, not a path
-    view = batch_of(stack, body["id"], timeout_s=300)
+    view = stack.wait_for_batch(body["id"], timeout_s=300)
     assert view["counts"]["done"] == 301
     stack.assert_clean()
 
@@ -104,7 +92,7 @@ def test_a_bomb_among_multipart_parts_is_one_refused_file(stack: Stack) -> None:
     body = httpx.post(f"{stack.api}/v1/batches", files=files, timeout=60).json()
     assert [f["filename"] for f in body["accepted"]] == ["good.png"]
     assert body["rejected"][0]["filename"] == "bomb.zip"
-    assert batch_of(stack, body["id"])["counts"]["done"] == 1
+    assert stack.wait_for_batch(body["id"])["counts"]["done"] == 1
 
 
 @pytest.mark.topology
@@ -118,7 +106,7 @@ def test_a_json_batch_and_its_idempotency_key(stack: Stack) -> None:
     assert len(first["accepted"]) == 3 and first["rejected"][0]["code"] == "invalid_base64"
     again = httpx.post(f"{stack.api}/v1/batches", json={"documents": docs}, headers=key)
     assert again.status_code == 200 and again.json()["id"] == first["id"]
-    assert batch_of(stack, first["id"])["counts"]["done"] == 3
+    assert stack.wait_for_batch(first["id"])["counts"]["done"] == 3
 
 
 @pytest.mark.topology
@@ -130,7 +118,7 @@ def test_cancelling_a_batch_stops_what_has_not_finished(stack: Stack) -> None:
     time.sleep(0.5)
     r = httpx.post(f"{stack.api}/v1/batches/{body['id']}/cancel")
     assert r.status_code == 200 and r.json()["cancelled"] >= 4
-    view = batch_of(stack, body["id"])
+    view = stack.wait_for_batch(body["id"])
     assert view["counts"]["cancelled"] >= 4 and view["counts"]["total"] == 5
     stack.assert_clean()
 
@@ -139,7 +127,7 @@ def test_deleting_a_batch_removes_it_and_its_jobs(stack: Stack) -> None:
     stack.start_worker()
     files = [("file", (f"{i}.png", png(80 + i, 60), "image/png")) for i in range(3)]
     body = httpx.post(f"{stack.api}/v1/batches", files=files).json()
-    batch_of(stack, body["id"])
+    stack.wait_for_batch(body["id"])
     assert httpx.delete(f"{stack.api}/v1/batches/{body['id']}").json()["status"] == "deleted"
     assert httpx.get(f"{stack.api}/v1/batches/{body['id']}").status_code == 404
     for job in body["accepted"]:

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -44,22 +43,11 @@ def sample_files(folder: Path) -> None:
         archive.writestr("z2.pdf", sized_pdf([(200, 200)]))
 
 
-def wait_processing(stack: Stack, job_id: str) -> None:
-    """Until a worker holds the job (the fake engine is slow: it stays there)."""
-    deadline = time.monotonic() + 30
-    while stack.status(job_id) != "processing":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 def finished_batch(stack: Stack) -> str:
     """A batch of one document, waited for until it has finished."""
     files = [("file", ("b.png", png(90, 60), "image/png"))]
     batch_id: str = httpx.post(f"{stack.api}/v1/batches", files=files).json()["id"]
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{stack.api}/v1/batches/{batch_id}").json()["status"] != "finished":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    stack.wait_for_batch(batch_id, timeout_s=60)
     return batch_id
 
 
@@ -93,7 +81,7 @@ def test_every_runnable_readme_example_works_on_a_live_stack(stack: Stack, tmp_p
         stack.fake.configure(latency_s=30.0 if cancels else 0.0)
         job_id = stack.submit(png(120, 80))
         if cancels:
-            wait_processing(stack, job_id)
+            stack.wait_for_status(job_id, "processing", timeout_s=30)
         else:
             stack.wait(job_id)
         code = code.replace("JOB_ID", job_id)

@@ -7,6 +7,7 @@ import time
 import redis
 from documents import sized_pdf
 from redis_faults import kill, revive
+from redis_topologies import wait_until
 from stack import Stack
 
 from ocrq.shared.embedded import EmbeddedServer
@@ -18,14 +19,12 @@ FAST_FAILOVER = {
 
 
 def wait_processing(stack: Stack, jobs: list[str], timeout_s: float = 30) -> None:
-    r = redis.Redis.from_url(stack.settings.redis_url)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if any(r.hget(f"ocrq:{{p0}}:job:{j}", "status") == b"processing" for j in jobs):
-            r.close()
-            return
-        time.sleep(0.05)
-    raise TimeoutError("no job started")
+    """Until a worker holds any of the jobs."""
+
+    def started() -> bool:
+        return any(stack.status(j) == "processing" for j in jobs)
+
+    wait_until(started, timeout_s, "no job started")
 
 
 def test_a_redis_pause_mid_job_fails_no_job(faulty_stack: tuple[Stack, EmbeddedServer]) -> None:
