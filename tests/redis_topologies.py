@@ -18,6 +18,7 @@ from pathlib import Path
 
 import redis
 from redis.cluster import ClusterNode
+from session_processes import stop
 
 from ocrq.shared.embedded import (
     EmbeddedServer,
@@ -244,7 +245,7 @@ class SentinelSet:
     def stop(self) -> None:
         """Stop the sentinels, then the servers."""
         for proc in self.sentinels:
-            _end(proc)
+            stop(proc, timeout_s=5)
         for server in self.servers:
             server.stop()
 
@@ -286,22 +287,12 @@ def _start_sentinel(found: SentinelSet, folder: Path, primary_port: int) -> None
         try:
             wait_answering(proc, port, folder / "sentinel.log", timeout_s=10)
         except BaseException:
-            _end(proc)
+            stop(proc, timeout_s=5)
             raise
         found.sentinel_ports.append(port)
         return proc
 
     found.sentinels.append(on_free_port(start))
-
-
-def _end(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate a process and wait for it; kill it if it will not go."""
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
 
 
 def _sentinels_ready(found: SentinelSet) -> bool:

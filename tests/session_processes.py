@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,3 +68,13 @@ class SessionGuard:
         lines = "\n".join(f"  pid {pid}: {cmd[:200]}" for pid, cmd in alive)
         print(f"\nprocesses of this test session left running:\n{lines}", file=sys.stderr)
         session.exitstatus = 1  # type: ignore[attr-defined]
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10) -> None:
+    """Terminate a process we started, killing it if it lingers."""
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout_s)

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 from redis_topologies import wait_until
+from session_processes import stop
 from topologies import sync_client
 
 from ocrq.fakevllm.runner import FakeVllm
@@ -257,16 +258,6 @@ def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes],
         proc.kill()
         raise
     return proc, url
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate a process we started, killing it if it lingers."""
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 @contextlib.contextmanager
