@@ -59,6 +59,8 @@ WORKDIR /tmp
 # ---- producer: the HTTP API ----------------------------------------------------------------
 FROM runtime AS producer
 COPY --from=producer-venv /opt/venv /opt/venv
+# The ZIP spool (OCRQ_SPOOL_DIR): a volume mounted here starts out owned by the image's user.
+RUN mkdir -p /var/spool/ocrq && chown 10001:10001 /var/spool/ocrq && chmod 0700 /var/spool/ocrq
 USER 10001:10001
 EXPOSE 8000
 CMD ["ocrq", "producer", "--host", "0.0.0.0", "--port", "8000"]

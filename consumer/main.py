@@ -24,12 +24,12 @@ from ocrq.consumer.metrics import HealthServer, WorkerMetrics
 from ocrq.consumer.pages import PageReader
 from ocrq.consumer.pool import RecyclingPool
 from ocrq.consumer.raster import Rasteriser
-from ocrq.consumer.webhooks import WebhookSender
+from ocrq.consumer.webhooks import WebhookSender, webhook_client
 from ocrq.consumer.worker import Worker
 from ocrq.consumer.workspace import claim_worker_folder, stack_root, sweep_stale
 from ocrq.shared.lifeline import anchor_helpers, die_with_parent
 from ocrq.shared.logging import configure_logging
-from ocrq.shared.settings import Settings, load_settings
+from ocrq.shared.settings import Settings, load_settings, refuse_placeholder_secrets
 from ocrq.shared.store import JobStore, make_redis
 
 HELPER_START_S = 60.0  # starting a render process: a fork from the forkserver, normally ms
@@ -115,6 +115,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         log.info("swept_stale_folders", count=len(swept))
     workspace = claim_worker_folder(root, me)
     redis, http, pool = make_redis(settings), http_client(settings), raster_pool(settings)
+    hooks_http = webhook_client(settings)
     engine = make_engine(settings, http)
     circuit = EngineCircuit(engine.probe, settings)
     flow = page_flow(settings, engine)
@@ -136,7 +137,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
             "worker_started", engine=engine.name, model=engine.model, shm=str(workspace),
             engine_slots=flow.engine.size,
         )  # fmt: skip
-        hooks = WebhookSender(settings, store, http, me)
+        hooks = WebhookSender(settings, store, hooks_http, me)  # never the engine's pool
         sending = asyncio.create_task(hooks.run(stop), name="webhooks")
         await Worker(settings, store, runner, metrics).run(stop, burst=burst)
         stop.set()  # burst mode ends the loop without a signal: stop the sender too
@@ -146,6 +147,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         await circuit.aclose()
         await engine.aclose()
         await http.aclose()
+        await hooks_http.aclose()
         await pool.aclose()
         await redis.aclose()
         shutil.rmtree(workspace, ignore_errors=True)
@@ -180,10 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--burst", action="store_true", help="exit once the lanes are empty and all jobs are done"
     )
+    parser.add_argument(  # what `ocrq up` passes: a laptop may keep the shipped change-me secrets
+        "--allow-placeholder-secrets", action="store_true", help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     settings = load_settings(
         engine=args.engine, vllm_url=args.vllm_url, metrics_port=args.metrics_port
     )
+    refuse_placeholder_secrets(settings, allow_placeholders=args.allow_placeholder_secrets)
     configure_logging(settings)
     asyncio.run(run_until_signalled(settings, burst=args.burst))
     return 0

@@ -33,13 +33,15 @@ def run_producer(argv: list[str]) -> int:
     """`ocrq producer`: uvicorn serving create_app(), settings from OCRQ_*."""
     import uvicorn
 
-    from ocrq.shared.settings import load_settings
+    from ocrq.producer.guard import host_policy
+    from ocrq.shared.settings import load_settings, refuse_placeholder_secrets
 
     settings = load_settings()
     parser = argparse.ArgumentParser(
         prog="ocrq producer", description=COMMANDS["producer"],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )  # fmt: skip
+    add_placeholder_flag(parser)
     parser.add_argument("--host", default=settings.host, help="address to listen on (OCRQ_HOST)")
     parser.add_argument("--port", type=int, default=settings.port, help="port (OCRQ_PORT)")
     parser.add_argument(
@@ -47,6 +49,12 @@ def run_producer(argv: list[str]) -> int:
         help="uvicorn processes, one per core by default (OCRQ_PRODUCER_WORKERS)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    # The app (built in each uvicorn process) reads OCRQ_* itself: the address it is bound to
+    # decides which Host headers it admits, so the flags travel as settings.
+    os.environ.update(OCRQ_HOST=args.host, OCRQ_PORT=str(args.port))
+    settings = load_settings()
+    refuse_placeholder_secrets(settings, allow_placeholders=args.allow_placeholder_secrets)
+    host_policy(settings)  # a malformed OCRQ_ALLOWED_HOSTS fails here, not in every process
     uvicorn.run(
         "ocrq.producer.app:create_app",
         factory=True,
@@ -59,6 +67,11 @@ def run_producer(argv: list[str]) -> int:
         timeout_graceful_shutdown=10,
     )
     return 0
+
+
+def add_placeholder_flag(parser: argparse.ArgumentParser) -> None:
+    """The flag `ocrq up` passes: a laptop may run with the shipped change-me secrets."""
+    parser.add_argument("--allow-placeholder-secrets", action="store_true", help=argparse.SUPPRESS)
 
 
 def cores() -> int:

@@ -1,8 +1,9 @@
-"""`ocrq k8s`: render the KEDA objects from the same settings the code reads.
+"""`ocrq k8s`: render the KEDA objects and Redis ACLs from the same settings the code reads.
 
 The stream names, the consumer group and the scaling targets come from
 ``shared.settings`` and ``shared.keys``, so a changed prefix or lane list changes the
-scaler too. The committed files under ``k8s/base/keda`` equal this output (a test fails
+scaler too; the producer's and the workers' Redis ACL rules follow the key layout
+(ocrq/redis_acl.py). The committed files under ``k8s/base/keda`` equal this output (a test fails
 on drift); regenerate with ``ocrq k8s keda --env-from k8s/base/config.yaml --out k8s/base/keda``.
 """
 
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from ocrq.redis_acl import ROLES, acl_file_lines, role_rules
 from ocrq.shared.connect import parse_sentinels, redis_mode
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import Settings, load_settings
@@ -31,6 +33,7 @@ KEDA_USERNAME_KEY = "keda-username"
 KEDA_PASSWORD_KEY = "keda-password"
 TRIGGER_AUTH = "ocrq-redis-keda"
 KEDA_ACL_CONFIGMAP = "ocrq-keda-acl"
+ROLE_ACL_CONFIGMAP = "ocrq-redis-acl"  # the producer's and the workers' rules
 REDIS_SERVICE = "redis"
 DEFAULT_NAMESPACE = "ocrq"
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
@@ -227,6 +230,16 @@ def acl_configmap(settings: Settings) -> dict[str, Any]:
     }
 
 
+def role_acl_configmap(settings: Settings) -> dict[str, Any]:
+    """The producer's and the workers' ACL rules, for the Redis StatefulSet's ACL file."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(ROLE_ACL_CONFIGMAP, "redis"),
+        "data": {role: role_rules(settings, role) for role in ROLES},
+    }
+
+
 def consumer_scaled_object(settings: Settings, namespace: str, max_replicas: int) -> dict[str, Any]:
     """Scale the consumer on lane lag, keep it while entries are pending, down to zero."""
     # A busy worker holds jobs_per_worker and takes no more: undelivered jobs beyond that
@@ -344,6 +357,7 @@ def keda_files(
             trigger_authentication(),
             consumer_scaled_object(settings, namespace, max_replicas),
         ],
+        "redis-acl.yaml": [role_acl_configmap(settings)],
         "vllm/kustomization.yaml": [vllm_component()],
         "vllm/scaledobject.yaml": [
             vllm_scaled_object(settings, namespace, vllm_max_replicas, prometheus_url)
@@ -376,8 +390,9 @@ def _parser() -> argparse.ArgumentParser:
     keda = sub.add_parser(
         "keda", formatter_class=defaults, help="render the KEDA objects from OCRQ_* settings",
         description="Render the KEDA ScaledObjects, TriggerAuthentication and Redis ACL that "
-        "scale the workers (and vLLM) on the lanes' backlog, down to zero. They are generated "
-        "from the same settings the code reads, so a changed prefix or lane follows.",
+        "scale the workers (and vLLM) on the lanes' backlog, down to zero, and the Redis ACL "
+        "rules of the producer and the workers. They are generated from the same settings "
+        "the code reads, so a changed prefix or lane follows.",
     )  # fmt: skip
     keda.add_argument("--out", type=Path, help="write the files here instead of stdout")
     keda.add_argument(
@@ -398,6 +413,12 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sizing.add_argument("--dpi", type=int, default=None, help="DPI (default: OCRQ_DEFAULT_DPI)")
     sizing.add_argument("--env-from", type=Path, help="a ConfigMap manifest to read settings from")
+    acl = sub.add_parser(
+        "acl", help="print the producer's and the workers' Redis users (ACL file lines)",
+        description="Print an ACL file line per role (producer, worker) with only the commands "
+        "and keys it uses; replace the PASSWORD placeholders (hex) before loading them.",
+    )  # fmt: skip
+    acl.add_argument("--env-from", type=Path, help="a ConfigMap manifest to read settings from")
     return parser
 
 
@@ -428,6 +449,9 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"ocrq k8s: {e}", file=sys.stderr)
         return 2
+    if args.command == "acl":
+        sys.stdout.write(acl_file_lines(settings))
+        return 0
     if args.command == "sizing":
         size = shm_size_bytes(settings, args.dpi)
         print(f"/dev/shm per worker: {size} bytes ({math.ceil(size / 2**20)} MiB)")

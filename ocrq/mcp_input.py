@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-import httpx
 import msgspec
 
-from ocrq.client import DEFAULT_URL, Source, http_timeout
+from ocrq.client import DEFAULT_URL, Source
+from ocrq.mcp_fetch import PRIVATE_ENV, fetch_url
+from ocrq.mcp_roots import ROOTS_ENV, read_under_roots, roots_from_env
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Result
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024  # the producer's default OCRQ_MAX_DOCUMENT_BYTES
-FETCH_TIMEOUT_S = 60.0
-MAX_REDIRECTS = 5
+FETCH_TIMEOUT_S = 60.0  # the whole fetch: every redirect, lookup and byte
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
 
 PageRanges = list[tuple[int, int | None]]  # (first, last); last None: to the end
@@ -38,29 +38,39 @@ class InputError(OcrqError):
 
 @dataclass(frozen=True)
 class McpConfig:
-    """Where the producer is, with which key, and whether tools may fetch URLs."""
+    """Where the producer is, with which key, which files tools may read, which URLs fetch."""
 
     url: str = DEFAULT_URL
     api_key: str | None = None
     allow_urls: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    allow_private_urls: bool = False  # loopback, private and link-local addresses too
+    fetch_timeout_s: float = FETCH_TIMEOUT_S
+    roots: tuple[Path, ...] = ()  # resolved folders a path may lie under; none: no path
 
 
 def config_from_env(environ: dict[str, str] | None = None) -> McpConfig:
-    """OCRQ_URL, OCRQ_API_KEY, OCRQ_MCP_ALLOW_URLS and OCRQ_MAX_DOCUMENT_BYTES."""
+    """OCRQ_URL, OCRQ_API_KEY, OCRQ_MAX_DOCUMENT_BYTES and the OCRQ_MCP_* settings."""
     env = dict(os.environ) if environ is None else environ
-    allow = env.get("OCRQ_MCP_ALLOW_URLS", "").strip().lower()
-    if allow not in TRUE | FALSE:
-        raise ValueError(f"OCRQ_MCP_ALLOW_URLS={allow!r} is neither true nor false")
     raw_max = env.get("OCRQ_MAX_DOCUMENT_BYTES") or str(DEFAULT_MAX_BYTES)
     if not raw_max.isdigit():
         raise ValueError(f"OCRQ_MAX_DOCUMENT_BYTES={raw_max!r} is not a number of bytes")
     return McpConfig(
         url=env.get("OCRQ_URL") or DEFAULT_URL,
         api_key=env.get("OCRQ_API_KEY") or None,
-        allow_urls=allow in TRUE,
+        allow_urls=flag(env, "OCRQ_MCP_ALLOW_URLS"),
         max_bytes=int(raw_max),
+        allow_private_urls=flag(env, PRIVATE_ENV),
+        roots=roots_from_env(env.get(ROOTS_ENV), Path.cwd()),
     )
+
+
+def flag(env: dict[str, str], name: str) -> bool:
+    """A true/false environment variable; unset or blank: false."""
+    value = env.get(name, "").strip().lower()
+    if value not in TRUE | FALSE:
+        raise ValueError(f"{name}={value!r} is neither true nor false")
+    return value in TRUE
 
 
 async def load_document(
@@ -75,20 +85,12 @@ async def load_document(
             f"give exactly one of path, url or content_base64 (got {', '.join(given) or 'none'})",
         )
     if path:
-        local = await asyncio.to_thread(local_file, path)
-        return local, local.name
+        data = await asyncio.to_thread(read_under_roots, path, config.roots, config.max_bytes)
+        return data, Path(path).name or None
     if url:
         return await fetch(url, config), PurePosixPath(urlsplit(url).path).name or None
     assert content_base64 is not None
     return decode_base64(content_base64), None
-
-
-def local_file(path: str) -> Path:
-    """A path that names a readable file."""
-    local = Path(path).expanduser()
-    if not local.is_file():
-        raise InputError(ErrorCode.INVALID_REQUEST, f"{path}: no such file")
-    return local
 
 
 def decode_base64(text: str) -> bytes:
@@ -112,26 +114,10 @@ async def fetch(url: str, config: McpConfig) -> bytes:
         )
     if urlsplit(url).scheme not in ("http", "https"):
         raise InputError(ErrorCode.INVALID_REQUEST, f"{url}: only http(s) URLs are fetched")
-    body = bytearray()
-    try:
-        async with (
-            httpx.AsyncClient(
-                follow_redirects=True, max_redirects=MAX_REDIRECTS,
-                timeout=http_timeout(FETCH_TIMEOUT_S),
-            ) as http,
-            http.stream("GET", url) as response,
-        ):  # fmt: skip
-            if not response.is_success:
-                raise InputError(ErrorCode.INVALID_REQUEST, f"{url}: HTTP {response.status_code}")
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > config.max_bytes:  # stop reading: never hold more than the limit
-                    raise InputError(
-                        ErrorCode.PAYLOAD_TOO_LARGE, f"{url}: over {config.max_bytes} bytes"
-                    )
-    except httpx.HTTPError as e:
-        raise InputError(ErrorCode.INVALID_REQUEST, f"{url}: {type(e).__name__}: {e}") from e
-    return bytes(body)
+    return await fetch_url(
+        url, allow_private=config.allow_private_urls, max_bytes=config.max_bytes,
+        timeout_s=config.fetch_timeout_s,
+    )  # fmt: skip
 
 
 def parse_pages(spec: str | None) -> PageRanges | None:

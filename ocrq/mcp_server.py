@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
+import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
@@ -20,6 +23,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from ocrq.client import ApiError, AsyncClient, JobFailed, NotFound, Unavailable, WaitTimeout
+from ocrq.mcp_http import TOKEN_ENV, check_listen, serve_http, token_from_env
 from ocrq.mcp_input import McpConfig, config_from_env, load_document, parse_pages, select_pages
 from ocrq.shared.errors import OcrqError
 from ocrq.shared.schemas import TERMINAL, JobView, Result, Status
@@ -40,7 +44,10 @@ INSTRUCTIONS = (
 
 # Argument descriptions, shared by the tools that take them.
 JobId = Annotated[str, Field(description="a job id, as submit_document returned it")]
-LocalPath = Annotated[str | None, Field(description="a local file on the MCP server's machine")]
+LocalPath = Annotated[
+    str | None,
+    Field(description="a file on the MCP server's machine, under its allowed roots"),
+]
 Url = Annotated[
     str | None,
     Field(description="an http(s) URL to fetch (only when the server allows it)"),
@@ -253,16 +260,19 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The options of `ocrq mcp`."""
-    defaults = config_from_env()
     parser = argparse.ArgumentParser(
         prog="ocrq mcp", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Serve ocrq to MCP clients (stdio by default) through the producer's API.",
     )  # fmt: skip
-    parser.add_argument("--url", default=defaults.url, help="the producer's URL (env OCRQ_URL)")
+    url = os.environ.get("OCRQ_URL") or McpConfig.url
+    parser.add_argument("--url", default=url, help="the producer's URL (env OCRQ_URL)")
     # No default shown: --help must not print the key from the environment.
     parser.add_argument("--api-key", help="API key for the producer (env OCRQ_API_KEY)")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP, not stdio")
-    parser.add_argument("--host", default="127.0.0.1", help="--http: address to listen on")
+    parser.add_argument(
+        "--host", default="127.0.0.1",
+        help=f"--http: address to listen on (off loopback: {TOKEN_ENV} required)",
+    )  # fmt: skip
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="--http: port")
     return parser
 
@@ -270,13 +280,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """`ocrq mcp`: serve until stdin closes (stdio) or until interrupted (HTTP)."""
     args = build_parser().parse_args(argv)
-    config = config_from_env()
-    config = McpConfig(
-        args.url, args.api_key or config.api_key, config.allow_urls, config.max_bytes
-    )
+    token = token_from_env()
+    try:
+        config = config_from_env()
+        if args.http:
+            check_listen(args.host, token)  # before anything is bound
+    except ValueError as e:
+        print(f"ocrq mcp: {e}", file=sys.stderr)
+        return 2
+    config = dataclasses.replace(config, url=args.url, api_key=args.api_key or config.api_key)
     server = build_server(config)
     if args.http:
-        server.run("streamable-http", host=args.host, port=args.port)
+        serve_http(server, args.host, args.port, token)
     else:
         server.run("stdio")
     return 0

@@ -133,11 +133,15 @@ def start(stack: Supervisor, args: argparse.Namespace) -> tuple[str, str]:
         stack.redis = start_server(args.data_dir.resolve() / "redis", aof=True)
         redis_url = stack.redis.url
     env = {"OCRQ_REDIS_URL": redis_url, "OCRQ_ENGINE": args.engine, "OCRQ_VLLM_URL": args.vllm_url}
-    stack.spawn("producer", ["producer", "--host", args.host, "--port", str(args.port)], env)
+    # A laptop's own stack: the shipped change-me secrets are allowed here, and only here.
+    laptop = "--allow-placeholder-secrets"
+    stack.spawn(
+        "producer", ["producer", "--host", args.host, "--port", str(args.port), laptop], env
+    )
     for i in range(args.workers):
         # A stable name: a worker restarted by hand takes back the jobs it held at once.
         name = {"OCRQ_WORKER_NAME": f"{socket.gethostname()}-up{args.port}-w{i + 1}"}
-        argv = ["worker", "--metrics-port", str(free_port())]
+        argv = ["worker", "--metrics-port", str(free_port()), laptop]
         stack.spawn(f"worker-{i + 1}", argv, {**env, **name})
     host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     return f"http://{host}:{args.port}", redis_url

@@ -19,7 +19,9 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from ocrq.producer.auth import Authenticator
 from ocrq.producer.batch_results import batch_results
 from ocrq.producer.batch_routes import BATCH_HANDLERS
+from ocrq.producer.batch_sweeper import batch_sweeper
 from ocrq.producer.events import EventHub
+from ocrq.producer.guard import host_guard
 from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
@@ -181,8 +183,9 @@ def create_app(settings: Settings | None = None) -> Litestar:
             swagger_assets(),
             ui_router(),
         ],
-        lifespan=[lifespan_for(settings)],
-        middleware=[access_log(access_level), page_headers],
+        lifespan=[lifespan_for(settings), batch_sweeper],  # the sweeper needs the runtime
+        # Host and Origin are checked before any route reads a body or touches Redis.
+        middleware=[access_log(access_level), page_headers, host_guard(settings)],
         exception_handlers={Exception: error_response},
         openapi_config=openapi_config(settings),
         logging_config=None,

@@ -3,31 +3,47 @@
 Three formats: multipart with several ``file`` parts (each part a document, or a ZIP),
 a ZIP archive as the body, or JSON ``{"documents": [{"document": "<base64>", "filename":
 …}, …]}``. Multipart and JSON are cut as they stream in, holding one document at a time; a
-ZIP keeps its directory at its end, so it is spooled to a temporary file (bounded by the
-request limit) and then read member by member. A problem with one document is that
-document's, reported with its code; the rest go on.
+ZIP keeps its directory at its end, so it is spooled to disk (producer/spool.py: the spool
+folder, bounded by the request limit) and then read member by member. A problem with one
+document is that document's, reported with its code; the rest go on: a member whose
+compressed data is corrupt is refused as ``corrupt_document``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import tempfile
+import lzma
 import zipfile
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path, PurePosixPath
+from typing import Annotated
 
 import msgspec
 from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from ocrq.producer.decoding import decode_document, too_large
 from ocrq.producer.ingest import json_body_limit
-from ocrq.producer.json_stream import DocumentArrayScanner
+from ocrq.producer.json_stream import MAX_NAME_BYTES, DocumentArrayScanner
+from ocrq.producer.spool import Spool
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Inbound
 from ocrq.shared.settings import Settings
 
 ZIP_TYPES = frozenset({"application/zip", "application/x-zip-compressed"})
 ZIP_MAGIC = b"PK\x03\x04"
+SPOOL_WRITE = 1024 * 1024  # bytes gathered per write to the spool
+# What reading a damaged member raises: a bad CRC or header (BadZipFile), corrupt DEFLATE
+# (zlib.error) or LZMA (LZMAError) data, a truncated stream (EOFError), an unsupported or
+# encrypted method (NotImplementedError, RuntimeError), a name flagged UTF-8 that is not
+# (UnicodeDecodeError, a ValueError).
+UNREADABLE_MEMBER = (
+    zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError,
+    RuntimeError, OSError, ValueError,
+)  # fmt: skip
+# What opening a damaged archive raises besides BadZipFile: a central directory naming an
+# unknown ZIP version (NotImplementedError), bad offsets or sizes (ValueError, EOFError).
+UNREADABLE_ARCHIVE = (zipfile.BadZipFile, OSError, NotImplementedError, ValueError, EOFError)
 
 
 class Part(msgspec.Struct):
@@ -42,7 +58,14 @@ class BatchDocument(Inbound):
     """One document of a JSON batch."""
 
     document: str
-    filename: str | None = None
+    filename: Annotated[str, msgspec.Meta(max_length=MAX_NAME_BYTES)] | None = None
+
+
+class PlainBatchDocument(Inbound):
+    """BatchDocument in the usual spelling: standard padded base64, decoded by msgspec in C."""
+
+    document: bytes
+    filename: Annotated[str, msgspec.Meta(max_length=MAX_NAME_BYTES)] | None = None
 
 
 def refused(filename: str | None, code: ErrorCode, message: str) -> Part:
@@ -60,8 +83,8 @@ def label(name: str | None) -> str | None:
 class PartSink:
     """The bytes of one multipart file part: in memory, or on disk once they turn out a ZIP."""
 
-    def __init__(self, name: str | None, folder: Path, limit: int) -> None:
-        self.name, self.folder, self.limit = name, folder, limit
+    def __init__(self, name: str | None, spool: Spool, limit: int) -> None:
+        self.name, self.spool_of_request, self.limit = name, spool, limit
         self.data = bytearray()
         self.spool: Path | None = None
         self.size = 0
@@ -75,7 +98,7 @@ class PartSink:
             return
         self.data += chunk
         if len(self.data) >= len(ZIP_MAGIC) and self.data.startswith(ZIP_MAGIC):
-            self.spool = self.folder / f"part-{id(self)}.zip"
+            self.spool = self.spool_of_request.folder() / f"part-{id(self)}.zip"
             self.spool.write_bytes(self.data)
             self.data = bytearray()
         elif self.size > self.limit:
@@ -87,7 +110,7 @@ class PartSink:
         if self.spool is not None:
             async for doc in zip_members(self.spool, settings, name):
                 yield doc
-            self.spool.unlink(missing_ok=True)
+            await asyncio.to_thread(self.spool.unlink, missing_ok=True)  # 1 GiB: not on the loop
         elif self.size > self.limit:
             yield Part(name, error=too_large(self.limit))
         else:
@@ -100,7 +123,7 @@ async def multipart_documents(
     """Each ``file`` part as soon as it is complete (a ZIP part opened into its members)."""
     sink: PartSink | None = None
     received = 0
-    with tempfile.TemporaryDirectory(prefix="ocrq-batch-") as folder:
+    async with Spool(settings) as spool:
         try:
             with PushMultipartParser(
                 boundary.encode(), max_segment_count=settings.max_batch_files + 1
@@ -112,7 +135,7 @@ async def multipart_documents(
                     for event in parser.parse(chunk):
                         if isinstance(event, MultipartSegment):
                             sink = PartSink(
-                                _file_part_name(event), Path(folder), settings.max_document_bytes
+                                _file_part_name(event), spool, settings.max_document_bytes
                             )
                         elif event and sink is not None:
                             await asyncio.to_thread(sink.add, bytes(event))
@@ -145,18 +168,25 @@ def batch_too_large(settings: Settings) -> OcrqError:
     )
 
 
-async def zip_documents(chunks: AsyncIterator[bytes], settings: Settings) -> AsyncIterator[Part]:
+async def zip_documents(
+    chunks: AsyncIterator[bytes], settings: Settings, gate: asyncio.Semaphore | None = None
+) -> AsyncIterator[Part]:
     """The members of a ZIP body: spooled to disk first (its directory is at its end)."""
-    with tempfile.TemporaryDirectory(prefix="ocrq-batch-") as folder:
-        path = Path(folder) / "body.zip"
-        written = 0
-        with path.open("wb") as spool:
+    async with Spool(settings) as spool:
+        path = await asyncio.to_thread(spool.folder)  # 503 here, before the body is read
+        path /= "body.zip"
+        written, pending = 0, bytearray()
+        with path.open("wb") as body:
             async for chunk in chunks:
                 written += len(chunk)
                 if written > settings.max_batch_bytes:
                     raise batch_too_large(settings)
-                await asyncio.to_thread(spool.write, chunk)
-        async for doc in zip_members(path, settings, None, whole_request=True):
+                pending += chunk
+                if len(pending) >= SPOOL_WRITE:  # a thread hop per MiB, not per chunk
+                    await asyncio.to_thread(body.write, bytes(pending))
+                    pending.clear()
+            await asyncio.to_thread(body.write, bytes(pending))
+        async for doc in zip_members(path, settings, None, whole_request=True, gate=gate):
             yield doc
 
 
@@ -189,9 +219,13 @@ def check_zip(
 
 
 async def zip_members(
-    path: Path, settings: Settings, name: str | None, *, whole_request: bool = False
-) -> AsyncIterator[Part]:
+    path: Path, settings: Settings, name: str | None, *, whole_request: bool = False,
+    gate: asyncio.Semaphore | None = None,
+) -> AsyncIterator[Part]:  # fmt: skip
     """Each member of a ZIP file, read no further than the document limit.
+
+    Members are unpacked one at a time per process (``gate``, the producer's decode gate):
+    threads unpacking side by side would take turns on the GIL ahead of the event loop.
 
     A ZIP that fails the archive-wide checks (a bomb, too many members) yields nothing of
     itself: as the whole request it raises (413/400), as one part it is one refused file.
@@ -199,7 +233,7 @@ async def zip_members(
     try:
         archive = await asyncio.to_thread(zipfile.ZipFile, path)
         members = check_zip(archive, settings, name)
-    except (zipfile.BadZipFile, OSError) as e:
+    except UNREADABLE_ARCHIVE as e:
         error = OcrqError(ErrorCode.INVALID_REQUEST, f"{name or 'body'}: not a readable ZIP ({e})")
         if whole_request:
             raise error from e
@@ -211,9 +245,14 @@ async def zip_members(
             raise
         yield Part(name, error=e)
         return
+    gate = gate or asyncio.Semaphore(1)
     with archive:
         for member in members:
-            yield await asyncio.to_thread(read_member, archive, member, settings.max_document_bytes)
+            async with gate:
+                part = await asyncio.to_thread(
+                    read_member, archive, member, settings.max_document_bytes
+                )
+            yield part
 
 
 def read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -> Part:
@@ -222,24 +261,42 @@ def read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, limit: int) -
     try:
         with archive.open(member) as f:
             data = f.read(limit + 1)
-    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, OSError, EOFError) as e:
+    except UNREADABLE_MEMBER as e:
         return refused(name, ErrorCode.CORRUPT_DOCUMENT, f"cannot be unpacked ({e})")
     if len(data) > limit:
         return Part(name, error=too_large(limit))
     return Part(name, data)
 
 
-async def json_documents(chunks: AsyncIterator[bytes], settings: Settings) -> AsyncIterator[Part]:
-    """Each element of the documents array, decoded as soon as its closing brace arrives."""
+async def json_documents(
+    chunks: AsyncIterator[bytes], settings: Settings, gate: asyncio.Semaphore | None = None
+) -> AsyncIterator[Part]:
+    """Each element of the documents array, decoded as soon as its closing brace arrives.
+
+    Decoding runs in a thread, one at a time per process (``gate``, the producer's decode
+    gate, shared with single-job uploads), so the event loop keeps its turn on the GIL.
+    """
     scanner = DocumentArrayScanner(json_body_limit(settings.max_document_bytes))
+    gate = gate or asyncio.Semaphore(1)
     async for chunk in chunks:
         for raw in scanner.feed(chunk):
-            yield await asyncio.to_thread(json_document, raw, settings.max_document_bytes)
+            async with gate:
+                part = await asyncio.to_thread(json_document, raw, settings.max_document_bytes)
+            yield part
     scanner.close()
 
 
 def json_document(raw: bytes, limit: int) -> Part:
     """One JSON document element: base64 decoded, or its error."""
+    try:  # the fast path, as for one job (ingest.decode_json_submission)
+        plain = msgspec.json.decode(raw, type=PlainBatchDocument)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass  # data URIs, line breaks, URL-safe alphabet, … or a real error: the slow path
+    else:
+        if len(plain.document) > limit:
+            return Part(label(plain.filename), error=too_large(limit))
+        if plain.document:
+            return Part(label(plain.filename), plain.document)
     try:
         item = msgspec.json.decode(raw, type=BatchDocument)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import PurePosixPath
@@ -19,6 +21,9 @@ from ocrq.shared.record import Field, JobRecord
 from ocrq.shared.schemas import TERMINAL, Status
 
 PAGE = 100  # jobs read per round trip
+MAX_STEM_BYTES = 200  # a member's name within the 255 bytes file systems allow
+INDEX = "index.jsonl"
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 RESULT_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT)
 Format = Annotated[
     Literal["jsonl", "zip"] | None,
@@ -83,20 +88,40 @@ class Drain:
         return out
 
 
+def safe_name(name: str) -> str:
+    """A name with every control character (C0, DEL, C1) replaced by "_", the rest kept.
+
+    zipfile cuts a member's name at its first NUL ("run.sh\\0.pdf" would be "run.sh"), and a
+    CR or LF in a name would break a header or a line of the listing.
+    """
+    return _CONTROLS.sub("_", name)
+
+
 def markdown_name(row: JobRecord, job_id: str, taken: set[str]) -> str:
-    """``<input stem>.md``, made unique; the input name is a label, never a path."""
-    stem = PurePosixPath(row.filename or job_id).stem or job_id
+    """``<input stem>.md``, made unique; the input name is a label, never a path.
+
+    Unique ignoring case, as the file systems a ZIP is unpacked on often compare names
+    (``taken`` holds the names given so far, as same_on_disk gives them).
+    """
+    segment = safe_name(row.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+    stem = PurePosixPath(segment).stem.encode()[:MAX_STEM_BYTES].decode(errors="ignore")
+    stem = stem or job_id
     name, n = f"{stem}.md", 1
-    while name in taken:
+    while same_on_disk(name) in taken:
         n += 1
         name = f"{stem}-{n}.md"
-    taken.add(name)
+    taken.add(same_on_disk(name))
     return name
+
+
+def same_on_disk(name: str) -> str:
+    """What two names share when a file system takes them for one (case, Unicode form)."""
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 async def zip_of_markdown(rt: Runtime, batch_id: str) -> AsyncIterator[bytes]:
     """A ZIP, member by member: each done job's Markdown, and index.jsonl of every job."""
-    sink, taken = Drain(), set[str]()
+    sink, taken = Drain(), {INDEX}
     index = bytearray()
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as archive:  # type: ignore[call-overload]
         async for job_id, row in finished_jobs(rt, batch_id):
@@ -108,7 +133,7 @@ async def zip_of_markdown(rt: Runtime, batch_id: str) -> AsyncIterator[bytes]:
                 line = line[:-2] + b',"file":' + msgspec.json.encode(name) + b"}\n"
             index += line
             yield sink.drain()
-        archive.writestr("index.jsonl", bytes(index))
+        archive.writestr(INDEX, bytes(index))
     yield sink.drain()
 
 
@@ -118,14 +143,15 @@ async def batch_results(
 ) -> Stream:
     """Every ended job's result, streamed, in submission order."""
     rt, tenant = caller(request, state)
-    await visible_batch(rt, batch_id, tenant)
+    record = await visible_batch(rt, batch_id, tenant)
     wants_zip = format == "zip" or (
         format is None and "application/zip" in request.headers.get("accept", "")
     )
     if wants_zip:
-        disposition = f'attachment; filename="batch-{batch_id}.zip"'
+        # The stored id (the id's shape was checked), never the path as sent.
+        disposition = f'attachment; filename="batch-{safe_name(record.id)}.zip"'
         return Stream(
-            zip_of_markdown(rt, batch_id), media_type="application/zip",
+            zip_of_markdown(rt, record.id), media_type="application/zip",
             headers={"Content-Disposition": disposition},
         )  # fmt: skip
     return Stream(json_lines(rt, batch_id), media_type="application/x-ndjson")

@@ -24,6 +24,7 @@ from ocrq.producer.ingest import parse_options, sniffed, within
 from ocrq.producer.jobs import iso, new_job_id
 from ocrq.producer.options import check_options
 from ocrq.producer.runtime import Runtime, caller
+from ocrq.shared.batch_store import BODY_DEADLINE_FACTOR
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import tag_of
 from ocrq.shared.record import Field, new_job_fields
@@ -38,15 +39,15 @@ PageOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to s
 def documents_of(request: Request[Any, Any, Any], rt: Runtime) -> AsyncIterator[Part]:
     """The request's documents, by its Content-Type."""
     content_type, params = request.content_type
-    chunks = within(request.stream(), rt.settings.body_timeout_s * 10)
+    chunks = within(request.stream(), rt.settings.body_timeout_s * BODY_DEADLINE_FACTOR)
     if content_type == "multipart/form-data":
         if not params.get("boundary"):
             raise OcrqError(ErrorCode.INVALID_REQUEST, "multipart boundary missing")
         return multipart_documents(chunks, params["boundary"], rt.settings)
     if content_type in ZIP_TYPES:
-        return zip_documents(chunks, rt.settings)
+        return zip_documents(chunks, rt.settings, rt.decode_gate)
     if content_type == "application/json":
-        return json_documents(chunks, rt.settings)
+        return json_documents(chunks, rt.settings, rt.decode_gate)
     raise OcrqError(
         ErrorCode.UNSUPPORTED_MEDIA_TYPE,
         f"Content-Type {content_type}: a batch is multipart/form-data, application/zip "

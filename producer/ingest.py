@@ -18,6 +18,7 @@ from ocrq.shared.sniff import SUPPORTED, sniff_media_type
 _JSON_SLACK = 64 * 1024
 _FORM_SLACK = 64 * 1024
 _OPTION_NAMES = frozenset(f.name for f in msgspec.structs.fields(JobOptions))
+MAX_FILENAME = 255  # characters, in every format (JSON bodies: SubmitWire, SubmitPlain)
 
 
 class Submission(msgspec.Struct, kw_only=True):
@@ -103,7 +104,7 @@ class SubmitWire(Inbound):
     """SubmitBody as read: options kept as given, to merge over the query's (see Query)."""
 
     document: Annotated[str, msgspec.Meta(min_length=1)]
-    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    filename: Annotated[str, msgspec.Meta(max_length=MAX_FILENAME)] | None = None
     options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
@@ -119,8 +120,10 @@ class Query(msgspec.Struct):
         """Split a query string; an over-long filename is a 400 whatever the format."""
         options = dict(raw)
         filename = options.pop("filename", None)
-        if filename is not None and len(filename) > 255:
-            raise OcrqError(ErrorCode.INVALID_REQUEST, "filename: at most 255 characters")
+        if filename is not None and len(filename) > MAX_FILENAME:
+            raise OcrqError(
+                ErrorCode.INVALID_REQUEST, f"filename: at most {MAX_FILENAME} characters"
+            )
         parse_options(options)  # invalid query options are refused even when the body wins
         return cls(filename, options)
 
@@ -129,7 +132,7 @@ class SubmitPlain(Inbound):
     """SubmitWire for the usual spelling: standard padded base64 msgspec decodes natively."""
 
     document: bytes
-    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    filename: Annotated[str, msgspec.Meta(max_length=MAX_FILENAME)] | None = None
     options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
@@ -258,6 +261,8 @@ async def read_multipart(
             ErrorCode.INVALID_REQUEST, "file: a multipart submission needs a non-empty file part"
         )
     name = parts.fields.pop("filename", None) or query.filename or parts.filename
+    if name is not None and len(name) > MAX_FILENAME:  # the field, or the file part's own
+        raise OcrqError(ErrorCode.INVALID_REQUEST, f"filename: at most {MAX_FILENAME} characters")
     options = parse_options({**query.options, **parts.fields})
     data = bytes(parts.data)
     media_type = sniffed(data, parts.declared, name)

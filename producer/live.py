@@ -1,10 +1,12 @@
 """Live progress as Server-Sent Events, fed by the process's one pub/sub subscription.
 
 A stream sends the current state first, then every change, with a comment every 15 s to keep
-proxies from closing it, and ends after a terminal state. Each event's id names the state it
-carries: a client reconnecting with ``Last-Event-ID`` gets the current state again only when
-it differs, so nothing that still matters is missed. Listeners share the process's Redis pool
-and pub/sub connection: a listener costs no connection of its own.
+proxies from closing it, and ends after a terminal state, or with a last ``deleted`` event
+(data ``{"id": …, "status": "deleted"}``) when the job or batch is deleted while followed.
+Each event's id names the state it carries: a client reconnecting with ``Last-Event-ID``
+gets the current state again only when it differs, so nothing that still matters is missed.
+Listeners share the process's Redis pool and pub/sub connection: a listener costs no
+connection of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from ocrq.producer.batch_views import batch_status, tenants_batch
 from ocrq.producer.jobs import job_summary, visible
+from ocrq.producer.routes import known_job
 from ocrq.producer.runtime import Runtime, caller
+from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field
 from ocrq.shared.schemas import TERMINAL, Base, BatchCounts
 
@@ -47,10 +51,18 @@ Snapshot = tuple[str, bytes, bool]  # (event id, JSON data, terminal)
 async def stream(
     rt: Runtime, key: str, kind: str, read: Callable[[], Awaitable[Snapshot]], last_id: str
 ) -> AsyncIterator[ServerSentEventMessage]:
-    """Current state, then each change, heartbeats between, until a terminal state."""
+    """Current state, then each change, heartbeats between, until a terminal state (or a
+    last ``deleted`` event: a stream ends whole, never cut off by an error)."""
     with rt.events.watch(key) as changed:
         while True:
-            event_id, data, terminal = await read()
+            try:
+                event_id, data, terminal = await read()
+            except OcrqError as e:  # deleted while followed: a last event says so, whole
+                if e.code != ErrorCode.NOT_FOUND:
+                    raise
+                gone = msgspec.json.encode({"id": key, "status": "deleted"}).decode()
+                yield ServerSentEventMessage(data=gone, event=kind, id="deleted")
+                return
             if event_id != last_id:
                 yield ServerSentEventMessage(data=data.decode(), event=kind, id=event_id)
                 last_id = event_id
@@ -74,7 +86,7 @@ async def job_events(
 
     async def read() -> Snapshot:
         fetched = await rt.flights.read(
-            f"job:{job_id}", lambda: rt.store.read(job_id, SUMMARY_FIELDS)
+            f"job:{job_id}", lambda: rt.store.read(known_job(job_id), SUMMARY_FIELDS)
         )
         record = visible(job_id, fetched, tenant)
         summary = job_summary(job_id, record)

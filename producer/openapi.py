@@ -29,14 +29,14 @@ RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"typ
 
 # Every status each route can answer besides its success, as the code can raise them.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
-    ("post", "/v1/jobs"): (400, 401, 408, 413, 415, 503),
+    ("post", "/v1/jobs"): (400, 401, 408, 413, 415, 429, 503),
     ("get", "/v1/jobs"): (400, 401, 503),
     ("get", "/v1/jobs/{job_id}"): (400, 401, 404, 503),
     ("get", "/v1/jobs/{job_id}/result"): (401, 404, 409, 503),
     ("post", "/v1/jobs/{job_id}/cancel"): (401, 404, 409, 503),
     ("delete", "/v1/jobs/{job_id}"): (401, 404, 503),
     ("get", "/v1/jobs/{job_id}/events"): (401, 404, 503),
-    ("post", "/v1/batches"): (400, 401, 408, 413, 415, 503),
+    ("post", "/v1/batches"): (400, 401, 408, 413, 415, 429, 503),
     ("get", "/v1/batches/{batch_id}"): (400, 401, 404, 503),
     ("get", "/v1/batches/{batch_id}/results"): (400, 401, 404, 503),
     ("get", "/v1/batches/{batch_id}/events"): (401, 404, 503),
@@ -153,7 +153,7 @@ def error_response(status: int) -> dict[str, Any]:
         "description": " | ".join(codes),
         "content": {"application/json": {"schema": ERROR_REF}},
     }
-    if status == 503:
+    if status in (429, 503):
         response["headers"] = RETRY_AFTER
     return response
 

@@ -29,4 +29,6 @@ async def check_options(options: JobOptions, tenant: str, settings: Settings) ->
                 "callback_url: no webhook secret is configured for your tenant "
                 "(OCRQ_WEBHOOK_SECRETS), so a callback could not be signed",
             )
-        await check_target(options.callback_url, settings.webhook_allow_private)
+        await check_target(
+            options.callback_url, settings.webhook_allow_private, settings.webhook_resolve_timeout_s
+        )

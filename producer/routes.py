@@ -28,6 +28,7 @@ from ocrq.producer.jobs import iso, job_summary, job_view, new_job_id, visible
 from ocrq.producer.options import check_options
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.keys import is_known_id
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import ACTIVE, Accepted, JobList, JobView, Status
 from ocrq.shared.store import now_ms
@@ -112,7 +113,14 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
 
 async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
     """Read what a poll may read (never the payload) and build the view."""
-    return job_view(job_id, await rt.store.read(job_id), tenant)
+    return job_view(known_job(job_id), await rt.store.read(job_id), tenant)
+
+
+def known_job(job_id: str) -> str:
+    """The id when it has the shape of ocrq's ids; not_found before it can name a key."""
+    if not is_known_id(job_id):
+        raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
+    return job_id
 
 
 SUMMARY_FIELDS = (
@@ -172,7 +180,7 @@ async def get_result(
     """Result JSON; ``Accept: text/markdown`` returns the Markdown alone."""
     rt, tenant = caller(request, state, job_id=job_id)
     names = (Field.STATUS, Field.TENANT, Field.RESULT, Field.ERROR)
-    record = visible(job_id, await rt.store.read(job_id, names), tenant)
+    record = visible(job_id, await rt.store.read(known_job(job_id), names), tenant)
     stored = record.result
     if stored is None:
         detail = f": {record.error.code}: {record.error.message}" if record.error else ""
@@ -199,7 +207,7 @@ async def cancel_job(
 ) -> dict[str, str]:
     """Queued or processing → cancelled (its worker stops it); the job and its error stay."""
     rt, tenant = caller(request, state, job_id=job_id)
-    outcome = await rt.store.cancel(job_id, tenant)
+    outcome = await rt.store.cancel(known_job(job_id), tenant)
     if outcome == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
     if outcome != Status.CANCELLED:
@@ -213,7 +221,7 @@ async def delete_job(
 ) -> dict[str, str]:
     """Delete the job and its result; an active job is cancelled first. Then 404."""
     rt, tenant = caller(request, state, job_id=job_id)
-    if await rt.store.cancel(job_id, tenant, delete=True) == "missing":
+    if await rt.store.cancel(known_job(job_id), tenant, delete=True) == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
     return {"id": job_id, "status": "deleted"}
 

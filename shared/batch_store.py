@@ -1,16 +1,25 @@
-"""Batches in Redis: the batch hash, its job list, and the scripts that open and seal it."""
+"""Batches in Redis: the batch hash, its job list, the scripts that open and seal it, and the
+sweep that seals a batch whose producer died before it could."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from ocrq.shared.keys import tag_of
+from ocrq.shared.keys import is_known_id, tag_of
 from ocrq.shared.record import BatchField, Field, JobRecord, decode_record, text
 from ocrq.shared.schemas import Base, BatchFile, JobOptions, WebhookState, stored_options
 from ocrq.shared.store import JobStore, ScriptArg, now_ms
+
+# A request's body must arrive within this many OCRQ_BODY_TIMEOUT_S (POST /v1/batches).
+BODY_DEADLINE_FACTOR = 10
+# Past the body's deadline a request may still be enqueueing its last document: a batch
+# is only taken for abandoned (its producer died) this much later again.
+OPEN_MARGIN_FACTOR = 1.5
+SWEEP_PAGE = 100  # abandoned batches sealed per partition and round trip
 
 
 class BatchRecord(Base):
@@ -68,6 +77,12 @@ class BatchStore:
         self.jobs = jobs
         self.keys = jobs.keys
 
+    @property
+    def open_deadline_s(self) -> float:
+        """How long after it opens a batch may still be read from its request."""
+        body_s = self.jobs.settings.body_timeout_s * BODY_DEADLINE_FACTOR
+        return body_s * OPEN_MARGIN_FACTOR
+
     async def open(
         self, batch_id: str, tenant: str, options: JobOptions, idem: str | None
     ) -> tuple[bool, str]:
@@ -81,10 +96,14 @@ class BatchStore:
             fields[BatchField.CALLBACK] = options.callback_url
         flat = [item for pair in fields.items() for item in pair]
         # Without a key: an unused key of the slot, and TTL 0 (a script's keys share a slot).
-        idem_key = self.keys.batch_idem(tenant, idem or "", tag_of(batch_id))
-        ttl = self.jobs.settings.idempotency_ttl_s if idem else 0
-        argv: list[ScriptArg] = [batch_id, ttl, *flat]
-        keys = [self.keys.batch(batch_id), idem_key]
+        tag = tag_of(batch_id)
+        idem_key = self.keys.batch_idem(tenant, idem or "", tag)
+        idem_ttl = self.jobs.settings.idempotency_ttl_s if idem else 0
+        # Never gone while its request may still add jobs (they would count in a fragment).
+        ttl = max(self.jobs.settings.result_ttl_s, math.ceil(self.open_deadline_s) * 2)
+        deadline = now_ms() + int(self.open_deadline_s * 1000)
+        argv: list[ScriptArg] = [batch_id, idem_ttl, ttl, deadline, *flat]
+        keys = [self.keys.batch(batch_id), idem_key, self.keys.open_batches(tag)]
         kind, value = await self.jobs._run("batch_open", keys, argv)
         if text(kind) == "dup" and not await self.jobs.redis.exists(self.keys.batch(text(value))):
             # The key names a batch deleted since: it no longer holds; start afresh.
@@ -94,20 +113,45 @@ class BatchStore:
 
     async def seal(self, batch_id: str, rejected: Sequence[BatchFile]) -> bool:
         """Every document has been read: True when that also finished the batch."""
-        hooks = self.keys.webhooks(tag_of(batch_id))
-        keys = [self.keys.batch(batch_id), self.keys.batch_jobs(batch_id), hooks]
-        argv: list[ScriptArg] = [
-            self.keys.events, now_ms(), self.jobs.settings.result_ttl_s,
-            msgspec.json.encode(list(rejected)),
+        return await self._seal(batch_id, "read", msgspec.json.encode(list(rejected))) == 1
+
+    async def _seal(self, batch_id: str, mode: str, rejected: bytes) -> int:
+        tag = tag_of(batch_id)
+        keys = [
+            self.keys.batch(batch_id), self.keys.batch_jobs(batch_id), self.keys.webhooks(tag),
+            self.keys.open_batches(tag),
         ]  # fmt: skip
-        return int(await self.jobs._run("batch_seal", keys, argv)) == 1
+        argv: list[ScriptArg] = [
+            self.keys.events, now_ms(), self.jobs.settings.result_ttl_s, rejected, batch_id,
+            mode,
+        ]  # fmt: skip
+        return int(await self.jobs._run("batch_seal", keys, argv))
+
+    async def sweep(self, at_ms: int | None = None) -> list[str]:
+        """Seal every batch still open past its deadline (its producer died); their ids."""
+        now = now_ms() if at_ms is None else at_ms
+        swept: list[str] = []
+        for tag in self.keys.tags:
+            while ids := await self.jobs.redis.zrangebyscore(
+                self.keys.open_batches(tag), "-inf", now, start=0, num=SWEEP_PAGE
+            ):
+                for batch_id in map(text, ids):  # each leaves the set, sealed or not
+                    if await self._seal(batch_id, "sweep", b"") >= 0:
+                        swept.append(batch_id)
+        return swept
 
     async def delete(self, batch_id: str) -> None:
-        """Remove the batch hash and its job list (its jobs are the caller's business)."""
+        """Remove the batch hash and its job list (its jobs are the caller's business); a
+        stream that follows the batch ends on the event this publishes."""
         await self.jobs.redis.delete(self.keys.batch(batch_id), self.keys.batch_jobs(batch_id))
+        await self.jobs.redis.zrem(self.keys.open_batches(tag_of(batch_id)), batch_id)
+        event = msgspec.json.encode({"id": batch_id, "status": "deleted", "pages_done": 0})
+        await self.jobs.redis.publish(self.keys.events, event)
 
     async def read(self, batch_id: str) -> BatchRecord | None:
-        """The batch hash, decoded; None when there is no such batch."""
+        """The batch hash, decoded; None when there is no such batch (or no such id)."""
+        if not is_known_id(batch_id):
+            return None
         return decode_batch(await self.jobs.redis.hgetall(self.keys.batch(batch_id)))
 
     async def job_ids(self, batch_id: str, start: int = 0, stop: int = -1) -> list[str]:

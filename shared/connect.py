@@ -10,6 +10,7 @@ sentinels for the current primary on every new connection, so it follows a failo
 from __future__ import annotations
 
 from typing import cast
+from urllib.parse import unquote, urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
@@ -89,14 +90,22 @@ def _cluster_client(settings: Settings) -> RedisCluster:
 
 
 def _sentinel_client(settings: Settings) -> aioredis.Redis:
-    """A client on the primary the sentinels name; each new connection asks them again."""
+    """A client on the primary the sentinels name; each new connection asks them again.
+
+    The primary is reached as OCRQ_REDIS_URL's user (its role's ACL user), the sentinels
+    without credentials (they have ACLs of their own).
+    """
     timeouts = {
         "socket_timeout": settings.redis_socket_timeout_s,
         "socket_connect_timeout": settings.redis_connect_timeout_s,
     }
+    url = urlsplit(settings.redis_url)  # unquoted as redis-py's from_url does
+    username = unquote(url.username) if url.username else None
+    password = unquote(url.password) if url.password is not None else None
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        parse_sentinels(settings.redis_sentinels), sentinel_kwargs=timeouts, **timeouts
-    )
+        parse_sentinels(settings.redis_sentinels), sentinel_kwargs=timeouts,
+        username=username, password=password, **timeouts,
+    )  # fmt: skip
     client: aioredis.Redis = sentinel.master_for(
         settings.redis_sentinel_master,
         max_connections=settings.redis_max_connections,

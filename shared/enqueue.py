@@ -2,8 +2,9 @@
 
 A document (up to 10 MB) passed to a Lua script is copied into and through Lua; the same
 writes in MULTI/EXEC go straight to the hash (measured in BENCHMARKS.md). So the checks
-(the Idempotency-Key, the lane's backlog) are plain reads, and the job hash, its stream
-entry, the idempotency key, the tenant index and the batch's counters are one transaction:
+(the Idempotency-Key, the tenant's and the lane's backlogs) are plain reads, and the job
+hash, its stream entry, the idempotency key, the tenant index, the tenant's active set and
+the batch's counters are one transaction:
 nothing can see a stream entry without its job, and a producer that dies between the reads
 and EXEC has written nothing. The Idempotency-Key is WATCHed, as arq does: two uploads with
 one key race to EXEC; the loser's transaction is void and it answers with the winner's job.
@@ -24,7 +25,11 @@ from ocrq.shared.keys import Keys, tag_of
 from ocrq.shared.nodes import NodeClients, is_moved
 from ocrq.shared.record import ENTRY_BATCH, ENTRY_JOB_ID, Field, text
 from ocrq.shared.replicas import confirm_replicated
+from ocrq.shared.schemas import ACTIVE
 from ocrq.shared.settings import Settings
+
+FULL_RETRY_S = 5  # Retry-After of a full lane, and of a tenant at its backlog
+FORGET_SAMPLE = 32  # oldest members per partition checked when a tenant is at its backlog
 
 
 class NewJob:
@@ -40,11 +45,20 @@ class NewJob:
         self.job = keys.job(job_id)
         self.stream = keys.stream(lane, self.tag)
         self.index = keys.tenant_jobs(self.tenant, self.tag)
+        self.active = keys.tenant_active(self.tenant, self.tag)
         self.created = int(fields.get(Field.CREATED_AT) or 0)
 
     def idem_key(self, idem: str | None) -> str | None:
         """The Idempotency-Key's Redis key, in the job's partition (None without one)."""
         return self.keys.idem(self.tenant, idem, self.tag) if idem else None
+
+    def tenant_sets(self) -> list[str]:
+        """The tenant's active set in every partition (a batch's jobs all sit in one).
+
+        The job's own set too when its tag is no partition's (an id without one: p0).
+        """
+        sets = [self.keys.tenant_active(self.tenant, tag) for tag in self.keys.tags]
+        return sets if self.active in sets else [*sets, self.active]
 
     def entry(self) -> dict[str, str]:
         """The stream entry: the job id, and its batch when it has one."""
@@ -95,7 +109,7 @@ async def _enqueue(
                 prior = await _prior_job(pipe, new, idem)  # immediate: the pipe is WATCHing
                 if prior is not None:
                     return False, prior
-                await _check_backlog(redis, settings, new)
+                await _check_room(nodes.redis, settings, new)
                 pipe.multi()  # type: ignore[no-untyped-call]
                 _write(pipe, settings, new, idem)
                 await _execute(pipe)
@@ -115,18 +129,73 @@ async def _prior_job(pipe: Any, new: NewJob, idem: str | None) -> str | None:
     return text(prior)
 
 
-async def _check_backlog(redis: aioredis.Redis, settings: Settings, new: NewJob) -> None:
-    """Refuse when the lane holds max_backlog entries (waiting plus in flight, XLEN).
+async def _check_room(redis: aioredis.Redis, settings: Settings, new: NewJob) -> None:
+    """Refuse a tenant at its backlog (429), then a full lane (503): reads, one round trip.
 
-    A read outside the transaction: the limit is a soft one (a few concurrent uploads may
-    pass it together), which keeps uploads from aborting each other's transactions.
+    Reads outside the transaction: the limits are soft ones (a few concurrent uploads may
+    pass them together), which keeps uploads from aborting each other's transactions.
     """
-    backlog = int(await redis.xlen(new.stream))
-    # Each partition holds its share: P XLENs per upload would cost more than they tell.
-    if backlog >= -(-settings.max_backlog // new.keys.partitions):
+    sets = new.tenant_sets() if settings.max_tenant_backlog > 0 else []
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.xlen(new.stream)
+        for key in sets:
+            pipe.zcard(key)
+        lane, *tenant = [int(n) for n in await pipe.execute()]
+    if sets and sum(tenant) >= settings.max_tenant_backlog:
+        await _check_tenant_backlog(redis, settings, new, sets, sum(tenant))
+    # Each partition holds its share of a lane: uploads without a key spread evenly, and P
+    # XLENs per upload would cost more than they tell.
+    if lane >= -(-settings.max_backlog // new.keys.partitions):
         raise OcrqError(
-            ErrorCode.QUEUE_FULL, f"the {new.lane} lane holds {backlog} jobs", retry_after=5
+            ErrorCode.QUEUE_FULL, f"the {new.lane} lane holds {lane} jobs", retry_after=FULL_RETRY_S
         )
+
+
+async def _check_tenant_backlog(
+    redis: aioredis.Redis, settings: Settings, new: NewJob, sets: list[str], active: int
+) -> None:
+    """The tenant counts ``active`` jobs, at its limit: refuse, unless some had ended.
+
+    The sets are exact while every end runs through a script; one that did not (a hash
+    deleted by hand, evicted) would hold a place for ever, so the oldest members are
+    checked here, where it matters, and those whose job ended or vanished are dropped.
+    """
+    active -= await _forget_ended(redis, new.keys, sets)
+    limit = settings.max_tenant_backlog
+    if active >= limit:
+        raise OcrqError(
+            ErrorCode.QUOTA_EXCEEDED,
+            f"tenant {new.tenant} has {active} jobs waiting or running "
+            f"(OCRQ_MAX_TENANT_BACKLOG={limit}): retry once some have ended",
+            retry_after=FULL_RETRY_S,
+        )
+
+
+async def _forget_ended(redis: aioredis.Redis, keys: Keys, sets: list[str]) -> int:
+    """Drop the oldest members whose job is no longer queued or processing; how many.
+
+    No race with a live job: its hash and its member are written in one transaction, and
+    a job that ended never becomes active again.
+    """
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in sets:
+            pipe.zrange(key, 0, FORGET_SAMPLE - 1)
+        rows = await pipe.execute()
+    members = [(key, text(m)) for key, row in zip(sets, rows, strict=True) for m in row]
+    async with redis.pipeline(transaction=False) as pipe:
+        for _, job_id in members:
+            pipe.hget(keys.job(job_id), Field.STATUS)
+        statuses = await pipe.execute()
+    ended = [
+        (key, job_id)
+        for (key, job_id), status in zip(members, statuses, strict=True)
+        if status is None or text(status) not in ACTIVE
+    ]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key, job_id in ended:
+            pipe.zrem(key, job_id)
+        await pipe.execute()
+    return len(ended)
 
 
 def _write(pipe: Any, settings: Settings, new: NewJob, idem: str | None) -> None:
@@ -141,6 +210,8 @@ def _write(pipe: Any, settings: Settings, new: NewJob, idem: str | None) -> None
     pipe.zadd(new.index, {new.job_id: new.created})
     pipe.zremrangebyrank(new.index, 0, -settings.tenant_index_size - 1)
     pipe.expire(new.index, settings.result_ttl_s)
+    # No TTL: the set lives while its jobs do, and the last one's end removes it.
+    pipe.zadd(new.active, {new.job_id: new.created})
     if new.batch:
         pipe.hincrby(new.keys.batch(new.batch), "total", 1)
         pipe.rpush(new.keys.batch_jobs(new.batch), new.job_id)

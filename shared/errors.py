@@ -12,12 +12,14 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     INVALID_BASE64 = "invalid_base64"
     UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     REQUEST_TIMEOUT = "request_timeout"
     CONFLICT = "conflict"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     QUEUE_FULL = "queue_full"
+    QUOTA_EXCEEDED = "quota_exceeded"
     UNAVAILABLE = "unavailable"
     TOO_MANY_PAGES = "too_many_pages"
     ENCRYPTED_DOCUMENT = "encrypted_document"
@@ -35,11 +37,13 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_REQUEST: 400,
     ErrorCode.INVALID_BASE64: 400,
     ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.QUOTA_EXCEEDED: 429,
     ErrorCode.QUEUE_FULL: 503,
     ErrorCode.UNAVAILABLE: 503,
 }

@@ -58,6 +58,17 @@ def tag_of(some_id: str) -> str:
     return head if sep and head else DEFAULT_TAG
 
 
+# The ids ocrq makes for jobs and batches (producer/jobs.py: new_job_id): a partition tag,
+# then 22 characters of token_urlsafe. A client's id of any other shape names nothing, and
+# must never reach a key: "<batch>:jobs" would name a batch's job list, a "}" another slot.
+_KNOWN_ID = re.compile(r"(?:[A-Za-z0-9-]{1,32}\.)?[A-Za-z0-9_-]{22}")
+
+
+def is_known_id(some_id: str) -> bool:
+    """True when some_id has the shape of the ids ocrq gives jobs and batches."""
+    return _KNOWN_ID.fullmatch(some_id) is not None
+
+
 def with_tag(token: str, tag: str) -> str:
     """An id that carries its partition tag; the default tag keeps the bare token."""
     return token if tag == DEFAULT_TAG else f"{tag}{TAG_SEP}{token}"
@@ -137,9 +148,21 @@ class Keys:
         """A batch's Idempotency-Key → batch id, with a TTL."""
         return f"{self._in(tag)}idem-batch:{tenant}:{key}"
 
+    def open_batches(self, tag: str) -> str:
+        """The partition's batches not yet sealed: ids scored by their open deadline (ms)."""
+        return f"{self._in(tag)}batches-open"
+
     def tenant_jobs(self, tenant: str, tag: str) -> str:
         """The tenant's recent jobs in a partition: job ids scored by created_at (ms)."""
         return f"{self._in(tag)}tenant:{tenant}:jobs"
+
+    def tenant_active(self, tenant: str, tag: str) -> str:
+        """The tenant's jobs waiting or running in a partition (a ZSET by created_at, ms).
+
+        Added with the job, removed by the script that ends it: ZCARD over the partitions
+        is the tenant's backlog (OCRQ_MAX_TENANT_BACKLOG).
+        """
+        return f"{self._in(tag)}tenant:{tenant}:active"
 
     def webhooks(self, tag: str) -> str:
         """Deliveries to make for the partition's jobs and batches, one entry each."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -50,6 +52,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     body_timeout_s: float = 120.0
     api_keys: str = ""  # "tenant:key,tenant:key"; empty = open API
     max_backlog: int = 10_000  # per lane: XLEN, entries waiting plus entries in flight
+    # Per tenant, over both lanes: jobs waiting or running. Past it that tenant alone gets
+    # 429 quota_exceeded, so one tenant cannot fill a lane for every other. 0: no limit.
+    max_tenant_backlog: int = 5_000
     result_ttl_s: int = 7 * 24 * 3600
     idempotency_ttl_s: int = 24 * 3600
     tenant_index_size: int = 10_000  # recent jobs per tenant that GET /v1/jobs can list
@@ -61,11 +66,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_zip_uncompressed_bytes: int = 2 * 1024 * 1024 * 1024
     max_zip_ratio: int = 100  # uncompressed : compressed, per member
     batch_share: int = 4  # a worker reads the batch lane at least once in this many reads
-    # Webhooks: "tenant:secret,…" signs each tenant's callbacks; private targets need allowing.
+    # Webhooks: "tenant:whsec_…,…" signs each tenant's callbacks (Standard Webhooks secrets:
+    # whsec_ + base64, anything else refused at start); private targets need allowing.
     webhook_secrets: str = ""
     webhook_allow_private: bool = False
-    webhook_timeout_s: float = 10.0
+    webhook_timeout_s: float = 10.0  # one attempt, connect to last byte of the reply
     webhook_retry_s: float = 3600.0  # retried with backoff this long, then failed
+    webhook_max_attempts: int = 12  # and at most this many attempts, whichever ends first
+    webhook_resolve_timeout_s: float = 5.0  # a callback host's DNS answer must come this fast
+    # Host header allow-list, "name,name:port,…"; empty: the bind address and localhost
+    # names. "*" admits any host (behind a proxy that checks it).
+    allowed_hosts: str = ""
+    # Where a ZIP batch is spooled while read ("" : the system's temp folder); in k8s an
+    # emptyDir whose sizeLimit must hold max_batch_bytes.
+    spool_dir: str = ""
+    # ZIP uploads spooled at once in spool_dir, by every producer process using it (the
+    # volume holds spool_slots x max_batch_bytes); one more is 503 + Retry-After.
+    # Unused while spool_dir is "".
+    spool_slots: int = 4
     max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
@@ -145,9 +163,43 @@ def parse_api_keys(raw: str) -> dict[str, str]:
     return {key: tenant for tenant, key in parse_tenant_pairs(raw, "OCRQ_API_KEYS", "key")}
 
 
-def parse_webhook_secrets(raw: str) -> dict[str, str]:
-    """``tenant:secret,tenant:secret`` (OCRQ_WEBHOOK_SECRETS) as {tenant: secret}."""
-    return dict(parse_tenant_pairs(raw, "OCRQ_WEBHOOK_SECRETS", "secret"))
+def parse_webhook_secrets(raw: str) -> dict[str, bytes]:
+    """``tenant:whsec_…,…`` (OCRQ_WEBHOOK_SECRETS) as {tenant: HMAC key}.
+
+    Standard Webhooks secrets: ``whsec_`` + base64, the key is the decoded bytes. Any other
+    string is refused, never used as it is: a receiver's library would reject every
+    signature made with it.
+    """
+    keys: dict[str, bytes] = {}
+    for tenant, secret in parse_tenant_pairs(raw, "OCRQ_WEBHOOK_SECRETS", "secret"):
+        try:
+            keys[tenant] = webhook_key(secret)
+        except ValueError as e:
+            raise ValueError(f"OCRQ_WEBHOOK_SECRETS: the secret of tenant {tenant!r} {e}") from e
+    return keys
+
+
+WEBHOOK_SECRET_PREFIX = "whsec_"
+MIN_WEBHOOK_KEY_BYTES = 16  # the spec asks for 24 to 64 random bytes; under 128 bits: refused
+
+
+def webhook_key(secret: str) -> bytes:
+    """The HMAC key of a ``whsec_…`` secret; ValueError saying what is wrong otherwise."""
+    if not secret.startswith(WEBHOOK_SECRET_PREFIX):
+        raise ValueError(
+            "is not whsec_ + base64, the Standard Webhooks form "
+            "(make one with: echo whsec_$(openssl rand -base64 32))"
+        )
+    encoded = secret.removeprefix(WEBHOOK_SECRET_PREFIX)
+    try:  # padding may be left out, as the spec's libraries allow
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+    except binascii.Error as e:
+        raise ValueError("is whsec_ followed by something that is not base64") from e
+    if len(key) < MIN_WEBHOOK_KEY_BYTES:
+        raise ValueError(
+            f"decodes to {len(key)} bytes; at least {MIN_WEBHOOK_KEY_BYTES} are needed"
+        )
+    return key
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -167,6 +219,31 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     parse_webhook_secrets(settings.webhook_secrets)
     check_redis_shape(settings)
     return settings
+
+
+# The secrets k8s/base/secrets.yaml ships with: a process that finds one refuses to start.
+PLACEHOLDER_SECRET = "change-me"
+
+
+def refuse_placeholder_secrets(settings: Settings, *, allow_placeholders: bool = False) -> None:
+    """Refuse to run with a shipped placeholder secret, naming the setting; `ocrq up` allows."""
+    if allow_placeholders:
+        return
+    secrets = {
+        "OCRQ_API_KEYS": settings.api_keys,
+        "OCRQ_WEBHOOK_SECRETS": settings.webhook_secrets,
+        "OCRQ_REDIS_URL (its password)": settings.redis_url,
+        "OCRQ_VLLM_API_KEY": settings.vllm_api_key,
+    }
+    # A whsec_ secret is base64: the placeholder may hide in its decoded key.
+    hook_keys = b" ".join(parse_webhook_secrets(settings.webhook_secrets).values())
+    secrets["OCRQ_WEBHOOK_SECRETS"] += " " + hook_keys.decode("latin-1")
+    for name, value in secrets.items():
+        if PLACEHOLDER_SECRET in value.lower():
+            raise ValueError(
+                f"{name} holds the shipped placeholder {PLACEHOLDER_SECRET!r}: replace it with a "
+                "real secret (openssl rand -hex 32) before starting"
+            )
 
 
 def check_redis_shape(settings: Settings) -> None:

@@ -125,16 +125,23 @@ class JobStore:
         # A job's batch never changes: reading it first leaves no race with the script.
         batch = text(await self.redis.hget(self.keys.job(job_id), Field.BATCH) or b"")
         index = self.keys.tenant_jobs(tenant, tag_of(job_id))
-        keys = [self.keys.job(job_id), index, *self._ends(job_id, batch)]
+        keys = [self.keys.job(job_id), index, *self._ends(job_id, batch, tenant)]
         return text(await self._run("cancel", keys, argv))
 
-    def _ends(self, job_id: str, batch: str) -> list[str]:
-        """The keys a job's end touches besides the job: its batch, its list, the webhooks."""
+    def _ends(self, job_id: str, batch: str, tenant: str) -> list[str]:
+        """The keys a job's end touches besides the job: its batch, its list, the webhooks,
+        its tenant's active set.
+        """
         tag = tag_of(job_id)
-        hooks = self.keys.webhooks(tag)
+        hooks, active = self.keys.webhooks(tag), self.keys.tenant_active(tenant, tag)
         if not batch:
-            return [*self.keys.no_batch(tag), hooks]
-        return [self.keys.batch(batch), self.keys.batch_jobs(batch), hooks]
+            return [*self.keys.no_batch(tag), hooks, active]
+        return [self.keys.batch(batch), self.keys.batch_jobs(batch), hooks, active]
+
+    async def _tenant(self, job_id: str) -> str:
+        """The job's tenant ("" when the job is gone): it never changes, so reading it
+        before the script that ends the job leaves no race."""
+        return text(await self.redis.hget(self.keys.job(job_id), Field.TENANT) or b"")
 
     def _stream(self, job_id: str, lane: str) -> str:
         """The stream (lane and partition) that holds the job's entry."""
@@ -187,7 +194,8 @@ class JobStore:
         self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome, batch: str = ""
     ) -> bool:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
-        keys = [self.keys.job(job_id), self._stream(job_id, lane), *self._ends(job_id, batch)]
+        ends = self._ends(job_id, batch, await self._tenant(job_id))
+        keys = [self.keys.job(job_id), self._stream(job_id, lane), *ends]
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, outcome.status, outcome.field, outcome.value, now_ms(),
             self.settings.result_ttl_s, self.keys.events, job_id, outcome.pages_done,
@@ -213,7 +221,7 @@ class JobStore:
         err = error_json(ErrorCode.POISONED, f"delivered {deliveries} times without finishing")
         tag = tag_of(job_id)
         keys = [self.keys.job(job_id), self.keys.stream(lane, tag), self.keys.dead(tag)]
-        keys += self._ends(job_id, batch)
+        keys += self._ends(job_id, batch, await self._tenant(job_id))
         argv: list[ScriptArg] = [
             me, entry, self.keys.group, err, now_ms(), self.settings.result_ttl_s,
             self.keys.events, job_id, lane, deliveries,

@@ -75,6 +75,14 @@ class QueueFull(ApiError):
     """503 queue_full: the backlog is over its limit; ``retry_after`` says when to retry."""
 
 
+class QuotaExceeded(ApiError):
+    """429 quota_exceeded: this tenant has OCRQ_MAX_TENANT_BACKLOG jobs waiting or running.
+
+    Not resubmitted on its own, unlike QueueFull: the room comes back only as the tenant's
+    own jobs end, so a caller waits for them (``retry_after`` is a hint) or submits less.
+    """
+
+
 class Unavailable(ApiError):
     """503 unavailable, or the server could not be reached at all (``status`` None)."""
 
@@ -119,6 +127,7 @@ ERROR_CLASSES: dict[str, type[ApiError]] = {
     ErrorCode.PAYLOAD_TOO_LARGE: PayloadTooLarge,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: UnsupportedMediaType,
     ErrorCode.QUEUE_FULL: QueueFull,
+    ErrorCode.QUOTA_EXCEEDED: QuotaExceeded,
     ErrorCode.UNAVAILABLE: Unavailable,
 }
 # A body that is not ours (a proxy's 502 page): the code follows from the status.

@@ -3,7 +3,8 @@
 -- Caller: producer (POST /v1/jobs/{id}/cancel, DELETE /v1/jobs/{id}, DELETE of a batch), for
 -- the job's own tenant only. A worker that holds the job sees it cancelled (or gone) at its
 -- next heartbeat and stops.
--- KEYS: job, tenant_jobs, batch, batch_jobs (keys that never exist when none), webhooks
+-- KEYS: job, tenant_jobs, batch, batch_jobs (keys that never exist when none), webhooks,
+--       tenant_active (the tenant's active set in the job's partition)
 -- ARGV: tenant, error_json, finished_at, ttl_s, channel, id, mode ('cancel' | 'delete')
 -- Reply: 'cancelled' | 'deleted' | 'missing' | '<status>' (cancel of a job that had ended)
 -- Memory-freeing writes first (HDEL, EXPIRE), so a cancel works when Redis is full.
@@ -17,7 +18,7 @@ if active then
   redis.call('EXPIRE', job, tonumber(ARGV[4]))
   redis.call('HSET', job, 'status', 'cancelled', 'error', ARGV[2], 'finished_at', ARGV[3])
   event(ARGV[5], ARGV[6], 'cancelled', 0)
-  ended(job, ARGV[6], 'cancelled', KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[3],
+  ended(job, ARGV[6], 'cancelled', KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[3],
     tonumber(ARGV[4]))
 end
 if ARGV[7] == 'cancel' then
@@ -26,4 +27,5 @@ if ARGV[7] == 'cancel' then
 end
 redis.call('DEL', job)
 redis.call('ZREM', index, ARGV[6])
+redis.call('ZREM', KEYS[6], ARGV[6])  -- already out unless it ended behind a script's back
 return 'deleted'

@@ -2,14 +2,16 @@
 -- Writes the outcome, drops the payload, ACKs and XDELs, publishes, and does what every end
 -- of a job does (its batch, its webhook); only while this worker still owns both the job and
 -- the entry (else it only ACKs an entry that is still its own).
--- KEYS: job, stream, batch, batch_jobs (keys that never exist when none), webhooks
+-- KEYS: job, stream, batch, batch_jobs (keys that never exist when none), webhooks,
+--       tenant_active (the job's tenant's active set in its partition)
 -- ARGV: me, entry, group, status, field (result|error), value, finished_at, ttl_s,
 --       channel, id, pages_done
 -- Reply: 'ok' | 'lost'
 -- The payload goes first: under maxmemory (noeviction) a script's first write decides
 -- whether it may grow memory, and HDEL/EXPIRE only ever free it.
 -- Needs: owns, ack, event, close_batch, ended
-local job, stream, batch, jobs, hooks = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local job, stream, batch, jobs, hooks, active = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
+  KEYS[6]
 local me, entry, group = ARGV[1], ARGV[2], ARGV[3]
 local v = redis.call('HMGET', job, 'status', 'worker')
 local mine = owns(stream, group, entry, me)
@@ -24,5 +26,5 @@ redis.call('HSET', job, 'status', ARGV[4], ARGV[5], ARGV[6], 'finished_at', ARGV
   'pages_done', ARGV[11])
 ack(stream, group, entry)
 event(ARGV[9], ARGV[10], ARGV[4], tonumber(ARGV[11]))
-ended(job, ARGV[10], ARGV[4], batch, jobs, hooks, ARGV[9], ARGV[7], tonumber(ARGV[8]))
+ended(job, ARGV[10], ARGV[4], batch, jobs, hooks, active, ARGV[9], ARGV[7], tonumber(ARGV[8]))
 return 'ok'

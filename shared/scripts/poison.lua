@@ -1,6 +1,7 @@
 -- poison: queued | processing → failed (code poisoned). Caller: the worker that reclaimed
 -- an entry delivered more than OCRQ_MAX_DELIVERIES times; copies it to the dead stream.
--- KEYS: job, stream, dead, batch, batch_jobs (keys that never exist when none), webhooks
+-- KEYS: job, stream, dead, batch, batch_jobs (keys that never exist when none), webhooks,
+--       tenant_active (the job's tenant's active set in its partition)
 -- ARGV: me, entry, group, error_json, finished_at, ttl_s, channel, id, lane, deliveries
 -- Reply: 'ok' | 'lost'
 -- Memory-freeing writes first (HDEL, EXPIRE), so it works when Redis is full.
@@ -16,7 +17,8 @@ if status == 'queued' or status == 'processing' then
   event(ARGV[7], ARGV[8], 'failed', 0)
   redis.call('XADD', dead, 'MAXLEN', '~', 10000, '*', 'id', ARGV[8], 'lane', ARGV[9],
     'entry', entry, 'deliveries', ARGV[10])
-  ended(job, ARGV[8], 'failed', KEYS[4], KEYS[5], KEYS[6], ARGV[7], ARGV[5], tonumber(ARGV[6]))
+  ended(job, ARGV[8], 'failed', KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[7], ARGV[5],
+    tonumber(ARGV[6]))
 end
 ack(stream, group, entry)
 return 'ok'

@@ -14,6 +14,7 @@ import yaml
 from deploy_tree import REPO_ROOT, base_objects, find
 
 from ocrq import k8s
+from ocrq.producer.guard import host_policy
 from ocrq.shared.settings import LANES, Settings, load_settings
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
@@ -169,6 +170,74 @@ def test_gpu_worker_hands_pages_to_vllm_through_a_shared_tmpfs() -> None:
     assert seconds(start) >= seconds(vllm["healthcheck"]["start_period"])
 
 
+ALL_INTERFACES = ("", "0.0.0.0", "::", "[::]")
+
+
+def published_on_all_interfaces(service: dict[str, Any]) -> list[str]:
+    """The service's published ports that listen on every interface of the host."""
+    found = []
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):  # long syntax
+            host_ip = interpolate(entry.get("host_ip", ""))
+        else:  # [HOST_IP:]HOST_PORT:CONTAINER_PORT, or CONTAINER_PORT (a random host port)
+            parts = interpolate(entry).rsplit(":", 2)
+            host_ip = parts[0] if len(parts) == 3 else ""
+        if host_ip in ALL_INTERFACES:
+            found.append(str(entry))
+    return found
+
+
+def authenticates(name: str, service: dict[str, Any]) -> bool:
+    """True when every request to the service needs a credential, as the file starts it."""
+    if name == "producer":
+        return bool(load_settings(environment(service)).api_keys)
+    return False  # Redis' default user, the workers' metrics and vLLM answer anyone
+
+
+def test_no_unauthenticated_service_is_published_on_every_interface() -> None:
+    # The check itself: an open API on 0.0.0.0, as the file once published it, is caught.
+    assert published_on_all_interfaces({"ports": ["8000:8000"]}) == ["8000:8000"]
+    assert published_on_all_interfaces({"ports": [{"target": 8000, "published": 8000}]})
+    assert not published_on_all_interfaces({"ports": ["127.0.0.1:8000:8000"]})
+    for name, service in services().items():
+        if not authenticates(name, service):
+            assert published_on_all_interfaces(service) == [], name
+    assert services()["producer"]["ports"] == ["127.0.0.1:8000:8000"]
+
+
+def test_the_open_compose_api_answers_localhost_names_only() -> None:
+    producer = services()["producer"]
+    command = producer["command"]
+    bind = command[command.index("--host") + 1]
+    policy = host_policy(load_settings(environment(producer), host=bind))
+    assert policy.admits("localhost", 8000) and policy.admits("127.0.0.1", 8000)
+    # Published past 127.0.0.1 by hand, an open API still refuses every other name.
+    assert not policy.admits("producer", 8000) and not policy.admits("attacker.example", 8000)
+
+
+def test_every_service_drops_capabilities_and_setuid_gains() -> None:
+    for name, service in services().items():
+        assert service["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in service["security_opt"], name
+        # vLLM (root) reads the worker's 0700 page folders: that one capability, no other.
+        assert service.get("cap_add", []) == (["DAC_OVERRIDE"] if name == "vllm" else []), name
+    redis = container(find(base_objects(), "StatefulSet", "redis"))
+    pod = find(base_objects(), "StatefulSet", "redis")["spec"]["template"]["spec"]
+    user = f"{pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}"
+    assert services()["redis"]["user"] == user and redis["image"] == services()["redis"]["image"]
+
+
+def test_vllm_runs_the_pinned_image_of_the_kubernetes_deployment() -> None:
+    vllm = find(base_objects(), "Deployment", "vllm")["spec"]["template"]["spec"]
+    image = services()["vllm"]["image"]
+    assert image == vllm["containers"][0]["image"] and not image.endswith(":latest")
+    assert "--trust-remote-code" not in services()["vllm"]["command"]
+
+
+def container(obj: dict[str, Any]) -> dict[str, Any]:
+    return dict(obj["spec"]["template"]["spec"]["containers"][0])
+
+
 def test_producer_health_is_liveness_only() -> None:
     producer = services()["producer"]
     assert "/healthz" in " ".join(producer["healthcheck"]["test"])
@@ -226,3 +295,16 @@ def test_docker_compose_config_accepts_the_file() -> None:
             check=False,
         )
         assert done.returncode == 0, done.stderr
+
+
+def test_the_compose_producer_spools_zip_batches_to_a_disk_volume_its_user_owns() -> None:
+    producer = services()["producer"]
+    settings = load_settings(environment(producer))
+    assert settings.spool_dir, "OCRQ_SPOOL_DIR is unset: ZIP batches would spool in the tmpfs /tmp"
+    source = mounts(producer).get(settings.spool_dir)
+    assert source in volumes(), f"no named volume is mounted at {settings.spool_dir}"
+    assert volumes()[source].get("driver_opts", {}).get("type") != "tmpfs"
+    # A new named volume copies the image folder's owner: the Dockerfile must create it.
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    producer_stage = dockerfile.split("AS producer\n", 1)[1].split("\nFROM ", 1)[0]
+    assert f"chown 10001:10001 {settings.spool_dir}" in producer_stage

@@ -24,6 +24,7 @@ from deploy_tree import (
 )
 
 from ocrq import k8s
+from ocrq.producer.guard import ANY_HOST_PATHS, host_policy
 from ocrq.shared.settings import LANES, Settings, load_settings
 
 Obj = dict[str, Any]
@@ -250,7 +251,6 @@ def test_vllm_serves_the_configured_model_with_the_recipe() -> None:
     assert vllm["command"] == ["vllm", "serve"]
     assert args[0] == settings.vllm_model
     recipe = [
-        "--trust-remote-code",
         "--logits-processors",
         "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor",
         "--no-enable-prefix-caching",
@@ -265,6 +265,58 @@ def test_vllm_serves_the_configured_model_with_the_recipe() -> None:
     service = find(base_objects(), "Service", "vllm")
     assert data["OCRQ_VLLM_URL"] == f"http://vllm:{service['spec']['ports'][0]['port']}"
     assert settings.engine_name == "vllm"
+
+
+# The first vllm/vllm-openai release with a native UnlimitedOCRForCausalLM (vLLM PR 46564).
+NATIVE_UNLIMITED_OCR = (0, 25, 0)
+
+
+def test_vllm_runs_a_pinned_release_on_pinned_weights_without_remote_code() -> None:
+    vllm = container(find(base_objects(), "Deployment", "vllm"))
+    tag = re.fullmatch(r"vllm/vllm-openai:v(\d+)\.(\d+)\.(\d+)", vllm["image"])
+    assert tag, f"{vllm['image']}: pin a release (vX.Y.Z), never latest"
+    assert tuple(map(int, tag.groups())) >= NATIVE_UNLIMITED_OCR
+    args = vllm["args"]
+    # The architecture is native: nothing of the model repository's own Python code runs.
+    assert not [a for a in args if "trust-remote-code" in a]
+    revision = args[args.index("--revision") + 1]
+    assert re.fullmatch(r"[0-9a-f]{40}", revision), "the weights by commit, not a branch"
+    assert args[args.index("--tokenizer-revision") + 1] == revision
+
+
+def test_every_container_runs_without_capabilities_or_escalation() -> None:
+    for obj in (o for o in base_objects() if o["kind"] in WORKLOADS):
+        spec, name = pod_spec(obj), obj["metadata"]["name"]
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        assert spec["automountServiceAccountToken"] is False, name
+        for c in spec["containers"]:
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, name
+            assert sc["capabilities"] == {"drop": ["ALL"]}, name
+        if name == "vllm":
+            continue  # the upstream image runs as root and writes its caches in place
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["runAsUser"] > 0, name
+        assert all(c["securityContext"]["readOnlyRootFilesystem"] for c in spec["containers"])
+
+
+def test_the_producer_answers_its_service_name_and_its_probes() -> None:
+    data, _ = configmap_settings()
+    producer = container(find(base_objects(), "Deployment", "ocrq-producer"))
+    command = producer["command"]
+    keys = find(base_objects(), "Secret", "ocrq-api")["stringData"]["OCRQ_API_KEYS"]
+    settings = load_settings(
+        {**data, "OCRQ_API_KEYS": keys}, host=command[command.index("--host") + 1]
+    )
+    service = find(base_objects(), "Service", "ocrq-producer")
+    port = service["spec"]["ports"][0]["port"]
+    # Bound to every interface with API keys: in-cluster clients use the Service's name.
+    policy = host_policy(settings)
+    assert policy.admits("ocrq-producer", port)
+    assert policy.admits("ocrq-producer.ocrq.svc.cluster.local", port)
+    # The kubelet probes with Host = the pod's IP: those paths answer any host.
+    probed = {producer[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe")}
+    assert probed <= ANY_HOST_PATHS
 
 
 def test_vllm_cold_start_fits_startup_probe_and_worker_retries() -> None:

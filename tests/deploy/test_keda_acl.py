@@ -98,14 +98,18 @@ def test_redis_startup_script_writes_a_loadable_acl_file(
         "KEDA_USERNAME": "keda-test",
         "KEDA_PASSWORD": "keda-pw",
         "KEDA_ACL_RULES": committed_rules(),
-    }
+        # The role users (tests/deploy/test_redis_role_acl.py loads and exercises them).
+        "PRODUCER_USERNAME": "producer-test", "PRODUCER_PASSWORD": "p-pw",
+        "PRODUCER_ACL_RULES": "-@all", "WORKER_USERNAME": "worker-test",
+        "WORKER_PASSWORD": "w-pw", "WORKER_ACL_RULES": "-@all",
+    }  # fmt: skip
     subprocess.run(["sh", "-c", script], env=env, check=True, timeout=10)
     users = {}
     for line in acl_file.read_text().splitlines():
         word, name, *rules = line.split()
         assert word == "user"
         users[name] = rules
-    assert set(users) == {"default", "keda-test"}
+    assert set(users) == {"default", "keda-test", "producer-test", "worker-test"}
     # Load both lines, the default user under a test name so the session stays usable.
     for name, rules in (("default-test", users["default"]), ("keda-test", users["keda-test"])):
         acl(admin, "SETUSER", name, "reset", *rules)

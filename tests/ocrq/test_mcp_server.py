@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import msgspec
 import pytest
 from documents import png, sized_pdf
 from mcp import Client as McpClient
-from mcp import StdioServerParameters, stdio_client
-from mcp.types import CallToolResult, TextContent, TextResourceContents
+from mcp.types import TextResourceContents
+from mcp_harness import listening, mcp_session, text_of
 from stack import Stack, stop
 
 from ocrq.client import Client
@@ -32,42 +30,6 @@ MakeProducer = Callable[..., str]
 
 PAGES = [(200, 300), (220, 310)]  # the fake vLLM reads a page as its pixel size: "200x300"
 TOOLS = {"ocr_document", "submit_document", "get_job", "get_result", "cancel_job"}
-MARK = "OCRQ_TEST_MCP_SERVER"  # in each server's environment, to find it after the session
-
-
-def servers_alive(mark: str) -> list[int]:
-    """Pids of processes started with this mark in their environment."""
-    needle = f"{MARK}={mark}".encode()
-    alive = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0"):
-                if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
-                    alive.append(int(entry.name))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return alive
-
-
-@asynccontextmanager
-async def mcp_session(url: str, tmp_path: Path, **env: str) -> AsyncIterator[McpClient]:
-    """A session with `python -m ocrq.cli mcp` (stdio); the process has ended on exit."""
-    mark = os.urandom(6).hex()
-    settings = {"OCRQ_URL": url, "OCRQ_API_KEY": "", MARK: mark, **env}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "ocrq.cli", "mcp"], env={**os.environ, **settings}
-    )
-    with (tmp_path / f"mcp-{mark}.log").open("w") as errlog:
-        async with McpClient(stdio_client(params, errlog=errlog)) as client:
-            yield client
-    assert servers_alive(mark) == []
-
-
-def text_of(result: CallToolResult) -> str:
-    """The text of a tool result's first content block."""
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
 
 
 def two_page_pdf(tmp_path: Path) -> Path:
@@ -207,7 +169,8 @@ async def test_urls_are_fetched_only_when_allowed(api_url: str, tmp_path: Path) 
     with serving(png(30, 20)) as url:
         async with mcp_session(api_url, tmp_path) as mcp:
             refused = await mcp.call_tool("submit_document", {"url": url})
-        async with mcp_session(api_url, tmp_path, OCRQ_MCP_ALLOW_URLS="true") as mcp:
+        allow = {"OCRQ_MCP_ALLOW_URLS": "true", "OCRQ_MCP_ALLOW_PRIVATE_URLS": "true"}
+        async with mcp_session(api_url, tmp_path, **allow) as mcp:  # the server is on loopback
             fetched = await mcp.call_tool("submit_document", {"url": url})
     assert refused.is_error and "OCRQ_MCP_ALLOW_URLS" in text_of(refused)
     assert text_of(refused).startswith("invalid_request: ")
@@ -238,19 +201,6 @@ async def test_streamable_http_serves_the_same_tools(
         missing = await mcp.call_tool("get_job", {"job_id": "no-such-job"})
     assert tools == TOOLS
     assert missing.is_error and text_of(missing).startswith("not_found: ")
-
-
-async def listening(url: str, proc: subprocess.Popen[bytes]) -> None:
-    """Return once the server answers HTTP (it starts in about a second)."""
-    async with httpx.AsyncClient() as http:
-        for _ in range(150):
-            assert proc.poll() is None, f"ocrq mcp --http exited with {proc.returncode}"
-            try:
-                await http.get(url, timeout=1)
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer")
 
 
 def test_without_the_sdk_ocrq_mcp_says_how_to_install_it() -> None:

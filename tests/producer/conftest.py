@@ -21,7 +21,8 @@ def make_client(settings: Settings) -> Iterator[Any]:
 
     def make(**overrides: Any) -> TestClient[Any]:
         app = create_app(msgspec.structs.replace(settings, **overrides))
-        client = TestClient(app, raise_server_exceptions=False)
+        # A name the producer serves by default (the app checks the Host header).
+        client = TestClient(app, base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
         client.__enter__()
         clients.append(client)
         return client

@@ -86,7 +86,7 @@ def raw_request(url: str, head: bytes, body: bytes = b"") -> tuple[bytes, float]
 def test_a_trickling_body_is_cut_off_with_408(settings: Settings) -> None:
     proc, url = start_producer(settings.redis_url, body_timeout_s="1")
     try:
-        head = b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-type: application/pdf\r\n"
+        head = b"POST /v1/jobs HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/pdf\r\n"
         answer, waited = raw_request(url, head + b"content-length: 1000\r\n\r\n", b"%PDF-1.4")
         assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
         assert waited < 10

@@ -245,7 +245,7 @@ def test_an_unbounded_chunked_body_is_cut_off_with_413(live_producer: str) -> No
     sent_mb, reply = 0, b""
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(
-            b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n"
+            b"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: image/png\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
         sock.setblocking(False)

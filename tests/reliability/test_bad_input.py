@@ -12,6 +12,8 @@ import base64
 import io
 import json
 import socket
+import threading
+import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +32,13 @@ from documents import (
     truncated_pdf,
     zero_page_pdf,
 )
+from httpx_sse import connect_sse
 from stack import Stack
+
+from ocrq.producer.jobs import new_job_id
+from ocrq.shared.batch_store import BatchStore
+from ocrq.shared.schemas import JobOptions
+from ocrq.shared.store import JobStore, now_ms
 
 PDF = {"content-type": "application/pdf"}
 JSON = {"content-type": "application/json"}
@@ -56,6 +64,50 @@ def form(files: list[tuple[str, Any]], data: dict[str, str] | None = None) -> Se
 
 def deep_json(depth: int) -> bytes:
     return b'{"document": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def on_a_batch(suffix: str, method: str = "get") -> Send:
+    """A request to a route of a real batch whose id is followed by suffix."""
+
+    def send(c: httpx.Client) -> httpx.Response:
+        r = c.post("/v1/batches", json={"documents": [{"document": b64(text_pdf())}]})
+        assert r.status_code == 202, r.text
+        return c.request(method, f"/v1/batches/{r.json()['id']}{suffix}")
+
+    return send
+
+
+def on_a_forged_job_id(suffix: str, method: str = "get") -> Send:
+    """A request for a job id that makes the job's key the Redis key of an Idempotency-Key
+    ("ocrq:{p0}:idem:public:<key>"), a string that holds another job's id."""
+    forged = "p0}:idem:public:." + "R" * 22
+
+    def send(c: httpx.Client) -> httpx.Response:
+        key = {"idempotency-key": "}:job:" + forged}
+        assert c.post("/v1/jobs", content=text_pdf(), headers={**PDF, **key}).status_code in (
+            200,
+            202,
+        )
+        return c.request(method, f"/v1/jobs/{forged}{suffix}")
+
+    return send
+
+
+def zip_with_a_corrupt_member(method: int) -> bytes:
+    """Three PDFs in a ZIP, the second with its compressed data damaged (zlib.error or
+    LZMAError when read, not only a CRC mismatch)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", method) as archive:
+        for i in range(3):
+            archive.writestr(f"scan-{i}.pdf", text_pdf(words=[f"page {i}"] * 400))
+    info = zipfile.ZipFile(io.BytesIO(out.getvalue())).getinfo("scan-1.pdf")
+    body = bytearray(out.getvalue())
+    header = body[info.header_offset : info.header_offset + 30]
+    start = info.header_offset + 30 + int.from_bytes(header[26:28], "little")
+    start += int.from_bytes(header[28:30], "little")
+    for i in range(start + 9, start + 25):
+        body[i] ^= 0xFF
+    return bytes(body)
 
 
 def big_png_header_bmp() -> bytes:
@@ -127,6 +179,23 @@ INGEST: list[tuple[str, Send, int, str]] = [
     ("an id with odd characters", lambda c: c.get("/v1/jobs/%2e%2e%2f%00"), 404, "not_found"),
     ("an unknown job's result", lambda c: c.get("/v1/jobs/nope/result"), 404, "not_found"),
     ("a wrong method", lambda c: c.put("/v1/jobs"), 405, "invalid_request"),
+    ("a batch id naming its job list", on_a_batch(":jobs"), 404, "not_found"),
+    ("a batch id naming its job list, results", on_a_batch(":jobs/results?format=zip"), 404, "not_found"),
+    ("a batch id naming its job list, events", on_a_batch(":jobs/events"), 404, "not_found"),
+    ("a batch id naming its job list, cancel", on_a_batch(":jobs/cancel", "post"), 404, "not_found"),
+    ("a batch id naming its job list, delete", on_a_batch(":jobs", "delete"), 404, "not_found"),
+    ("a job id shaped to name another key", on_a_forged_job_id(""), 404, "not_found"),
+    ("a job id shaped to name another key, result", on_a_forged_job_id("/result"), 404, "not_found"),
+    ("a job id shaped to name another key, cancel", on_a_forged_job_id("/cancel", "post"), 404, "not_found"),
+    ("a batch id with odd characters", lambda c: c.get("/v1/batches/%2e%2e%2f%00"), 404, "not_found"),
+    ("multipart filename field over 255 characters", form([("file", ("a.pdf", text_pdf()))], {"filename": "x" * 200_000}), 400, "invalid_request"),
+    ("multipart file part named over 255 characters", form([("file", ("y" * 300 + ".pdf", text_pdf()))]), 400, "invalid_request"),
+]  # fmt: skip
+
+# (name, ZIP body, the code each member gets: None when accepted) — a 202 naming every file.
+ZIP_BATCHES: list[tuple[str, bytes, dict[str, str | None]]] = [
+    ("a ZIP member with corrupt DEFLATE data", zip_with_a_corrupt_member(zipfile.ZIP_DEFLATED), {"scan-0.pdf": None, "scan-1.pdf": "corrupt_document", "scan-2.pdf": None}),
+    ("a ZIP member with corrupt LZMA data", zip_with_a_corrupt_member(zipfile.ZIP_LZMA), {"scan-0.pdf": None, "scan-1.pdf": "corrupt_document", "scan-2.pdf": None}),
 ]  # fmt: skip
 
 # (name, document, the outcomes allowed: "done" or a job error code) — accepted, then run.
@@ -150,7 +219,9 @@ DOCUMENTS: list[tuple[str, bytes, set[str]]] = [
 
 
 def test_the_corpus_covers_at_least_40_kinds() -> None:
-    assert len(INGEST) + len(DOCUMENTS) + 3 >= 40  # + huge headers, bad request ids, bad names
+    # + huge headers, bad request ids, bad names; names in a results ZIP, a deleted stream,
+    # an abandoned batch
+    assert len(INGEST) + len(DOCUMENTS) + len(ZIP_BATCHES) + 6 >= 40
 
 
 @pytest.mark.slow
@@ -198,3 +269,70 @@ def test_broken_documents_fail_with_their_code_and_the_worker_lives(stack: Stack
     assert httpx.get(worker.metrics_url.replace("/metrics", "/healthz")).status_code == 200
     assert "Traceback" not in worker.log()
     stack.assert_clean()
+
+
+@pytest.mark.slow
+def test_a_bad_zip_member_is_refused_by_name_in_the_normal_answer(live_producer: str) -> None:
+    with httpx.Client(base_url=live_producer, timeout=60) as client:
+        for name, body, expected in ZIP_BATCHES:
+            r = client.post(
+                "/v1/batches", content=body, headers={"content-type": "application/zip"}
+            )
+            assert r.status_code == 202, (name, r.text[:300])
+            answer = r.json()
+            codes = {f["filename"]: f["code"] for f in answer["accepted"] + answer["rejected"]}
+            assert codes == expected, (name, answer)
+            assert client.get(f"/v1/batches/{answer['id']}").json()["counts"]["total"] == 2
+
+
+@pytest.mark.slow
+def test_hostile_names_come_out_of_a_results_zip_as_distinct_printable_names(stack: Stack) -> None:
+    stack.start_worker()
+    names = ["run.sh\0.pdf", "run.sh\0.png", "a\r\nb.pdf", "A\r\nB.pdf", "..\\..\\c.pdf"]
+    documents = [{"document": b64(text_pdf()), "filename": n} for n in names]
+    r = httpx.post(f"{stack.api}/v1/batches", json={"documents": documents}, timeout=60)
+    assert r.status_code == 202, r.text[:300]
+    stack.wait_for_batch(r.json()["id"], timeout_s=120)
+    got = httpx.get(f"{stack.api}/v1/batches/{r.json()['id']}/results?format=zip", timeout=60)
+    members = zipfile.ZipFile(io.BytesIO(got.content)).namelist()
+    assert len(members) == len(names) + 1 and len({m.casefold() for m in members}) == len(members)
+    assert all(m.isprintable() and "/" not in m and "\\" not in m for m in members), members
+    assert "run.sh" not in members, members
+    assert got.headers["content-disposition"].isprintable()
+
+
+@pytest.mark.slow
+def test_a_job_deleted_while_its_events_are_followed_ends_the_stream_with_deleted(
+    live_producer: str,
+) -> None:
+    with httpx.Client(base_url=live_producer, timeout=30) as client:
+        job_id = client.post("/v1/jobs", content=text_pdf(), headers=PDF).json()["id"]
+        seen, events = threading.Event(), list[dict[str, Any]]()
+
+        def follow() -> None:
+            with (
+                httpx.Client(timeout=30) as c,
+                connect_sse(c, "GET", f"{live_producer}/v1/jobs/{job_id}/events") as s,
+            ):
+                for event in s.iter_sse():
+                    events.append(json.loads(event.data))
+                    seen.set()
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        assert seen.wait(20)
+        assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
+        reader.join(20)
+    assert not reader.is_alive() and events[-1] == {"id": job_id, "status": "deleted"}, events
+
+
+async def test_a_batch_whose_producer_died_before_sealing_is_sealed_and_its_jobs_kept(
+    store: JobStore,
+) -> None:
+    batches, options = BatchStore(store), JobOptions(lane="batch")
+    _, batch_id = await batches.open(new_job_id(), "public", options, None)
+    assert await store.redis.ttl(store.keys.batch(batch_id)) > 0  # a life from its opening
+    later = now_ms() + int(batches.open_deadline_s * 1000) + 1000
+    assert await batches.sweep(later) == [batch_id]
+    record = await batches.read(batch_id)
+    assert record is not None and record.sealed and record.finished_at is not None  # no jobs

@@ -76,7 +76,7 @@ async def test_a_full_redis_answers_uploads_with_503_and_retry_after(
 ) -> None:
     await enqueue(own_store)
     await fill_up(own_store)
-    with TestClient(create_app(own_settings)) as api:
+    with TestClient(create_app(own_settings), base_url="http://127.0.0.1:8000") as api:
         r = api.post("/v1/jobs", content=b"%PDF-1.4\n" + os.urandom(PAYLOAD))
         assert r.status_code == 503 and r.json()["code"] == "unavailable"
         assert int(r.headers["retry-after"]) > 0 and "full" in r.json()["message"]

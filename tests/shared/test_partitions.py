@@ -39,6 +39,7 @@ def test_every_key_a_job_step_touches_lies_in_one_slot(partitions: int) -> None:
         touched = [
             keys.job(job_id), keys.stream("interactive", tag_of(job_id)),
             keys.stream("batch", tag), keys.idem("t", "k", tag), keys.tenant_jobs("t", tag),
+            keys.tenant_active("t", tag),
             keys.batch(batch_id), keys.batch_jobs(batch_id), keys.batch_idem("t", "k", tag),
             *keys.no_batch(tag), keys.webhooks(tag), keys.dead(tag), keys.replicated(tag),
         ]  # fmt: skip
