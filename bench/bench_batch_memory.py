@@ -98,27 +98,10 @@ def documents_for(gib: float, per_doc: int) -> int:
 
 def probe(url: str, rate_hz: float, stop: Event, out: Any) -> None:
     """Child process: GET url at rate_hz until stop is set; send back the latencies (s)."""
-    latencies: list[float] = []
-    failures = 0
-    interval = 1.0 / rate_hz
     with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
         client.get(url)  # the keep-alive connection is open before the measurement
         out.send("ready")
-        next_at = time.perf_counter()
-        while not stop.is_set():
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            started = time.perf_counter()
-            try:
-                ok = client.get(url).status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            if ok:
-                latencies.append(time.perf_counter() - started)
-            else:
-                failures += 1
-            next_at = max(next_at + interval, time.perf_counter())
+        latencies, failures = stack.paced_probes(client, url, rate_hz, lambda: not stop.is_set())
     out.send((latencies, failures))
     out.close()
 

@@ -45,30 +45,12 @@ MIB = 1024 * 1024
 
 def probe_healthz(url: str, seconds: float, rate_hz: float, conn: Connection) -> None:
     """Child process: GET url at rate_hz for `seconds`; send back (latencies in s, failures)."""
-    latencies: list[float] = []
-    failures = 0
-    interval = 1.0 / rate_hz
     with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
         client.get(url)  # open the keep-alive connection outside the measurement
-        next_at = time.perf_counter()
-        deadline = next_at + seconds
-        for _ in range(round(seconds * rate_hz)):
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            if time.perf_counter() >= deadline:
-                break
-            started = time.perf_counter()
-            try:
-                ok = client.get(url).status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            if ok:
-                latencies.append(time.perf_counter() - started)
-            else:
-                failures += 1
-            # A late probe does not trigger a burst to catch up: the schedule slips instead.
-            next_at = max(next_at + interval, time.perf_counter())
+        deadline = time.perf_counter() + seconds
+        latencies, failures = stack.paced_probes(
+            client, url, rate_hz, lambda: time.perf_counter() < deadline
+        )
     conn.send((latencies, failures))
     conn.close()
 

@@ -178,3 +178,31 @@ def scratch_dir() -> Iterator[Path]:
     """A temporary folder for logs, Redis data and rendered pages."""
     with tempfile.TemporaryDirectory(prefix="ocrq-bench-") as name:
         yield Path(name)
+
+
+def paced_probes(
+    client: httpx.Client, url: str, rate_hz: float, keep_going: Callable[[], bool]
+) -> tuple[list[float], int]:
+    """GET url at rate_hz while keep_going(): (latencies of the 200s in s, failures)."""
+    latencies: list[float] = []
+    failures = 0
+    interval = 1.0 / rate_hz
+    next_at = time.perf_counter()
+    while keep_going():
+        delay = next_at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        if not keep_going():
+            break
+        started = time.perf_counter()
+        try:
+            ok = client.get(url).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        if ok:
+            latencies.append(time.perf_counter() - started)
+        else:
+            failures += 1
+        # A late probe does not trigger a burst to catch up: the schedule slips instead.
+        next_at = max(next_at + interval, time.perf_counter())
+    return latencies, failures
