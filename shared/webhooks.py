@@ -12,10 +12,8 @@ import base64
 import hashlib
 import hmac
 
-from ocrq.shared.egress import BlockedTarget, blocked_address, resolve_checked, split_url
+from ocrq.shared.egress import BlockedTarget, resolve_checked, split_url
 from ocrq.shared.errors import ErrorCode, OcrqError
-
-blocked = blocked_address  # the policy a callback's addresses pass (shared/egress.py)
 
 
 def signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:

@@ -22,9 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from loopback_receivers import answer, drip, huge, receiving
 
-from ocrq.shared.egress import Resolver, resolve_checked, send, system_resolve
+from ocrq.shared.egress import Resolver, blocked_address, resolve_checked, send, system_resolve
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.webhooks import blocked, check_target
+from ocrq.shared.webhooks import check_target
 
 
 @pytest.mark.parametrize(
@@ -47,14 +47,14 @@ from ocrq.shared.webhooks import blocked, check_target
     ],
 )
 def test_an_address_that_reaches_a_private_one_is_blocked(address: str) -> None:
-    assert blocked(address)
+    assert blocked_address(address)
 
 
 @pytest.mark.parametrize(
     "address", ["8.8.8.8", "64:ff9b::808:808", "2002:808:808::", "::ffff:8.8.8.8", "2606:4700::1"]
 )
 def test_an_address_that_reaches_a_public_one_passes(address: str) -> None:
-    assert not blocked(address)
+    assert not blocked_address(address)
 
 
 def answering(*addresses: str) -> Resolver:
