@@ -20,7 +20,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from ocrq.consumer.retry import Backoff, through_outages
 from ocrq.consumer.webhook_attempts import CallbackDelivery, Delivery, Egress
-from ocrq.shared.egress import AddressPolicy, Resolver
+from ocrq.shared.egress import AddressPolicy, Resolver, pinned_client
 from ocrq.shared.record import text
 from ocrq.shared.settings import Settings, parse_webhook_secrets
 from ocrq.shared.store import JobStore
@@ -30,18 +30,8 @@ CONCURRENCY = 8
 
 
 def webhook_client(settings: Settings) -> httpx.AsyncClient:
-    """The webhooks' own HTTP client: a pool of CONCURRENCY connections, none kept alive.
-
-    Requests go to a checked address with the host in Host and SNI (shared/egress.py), so
-    a kept connection could serve another host at the same address: none is kept. An
-    explicit transport also leaves out HTTP(S)_PROXY: a proxy would resolve names itself.
-    """
-    limits = httpx.Limits(max_connections=CONCURRENCY, max_keepalive_connections=0)
-    return httpx.AsyncClient(
-        transport=httpx.AsyncHTTPTransport(limits=limits, retries=0),
-        timeout=httpx.Timeout(settings.webhook_timeout_s),
-        follow_redirects=False,
-    )
+    """The webhooks' own HTTP client (never the engine's): CONCURRENCY pinned connections."""
+    return pinned_client(CONCURRENCY, settings.webhook_timeout_s)
 
 
 class WebhookSender:

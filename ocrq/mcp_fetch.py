@@ -17,12 +17,14 @@ from ocrq.shared.egress import (
     BlockedTarget,
     Resolver,
     Target,
+    pinned_client,
     resolve_checked,
     send,
 )  # fmt: skip
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 MAX_REDIRECTS = 5
+MAX_CONNECTIONS = 1  # the hops of one fetch go one after another
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 RESOLVE_TIMEOUT_S = 5.0  # one host's DNS answer, within the fetch's own deadline
 PRIVATE_ENV = "OCRQ_MCP_ALLOW_PRIVATE_URLS"
@@ -39,7 +41,7 @@ async def fetch_url(
     try:
         async with (
             asyncio.timeout(timeout_s),
-            httpx.AsyncClient(trust_env=False) as http,  # a proxy would undo the pinning
+            pinned_client(MAX_CONNECTIONS, timeout_s) as http,
         ):
             deadline = asyncio.get_running_loop().time() + timeout_s
             return await follow(http, url, deadline, allow_private, max_bytes, resolve, blocked)

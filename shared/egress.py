@@ -68,6 +68,22 @@ class Reply(msgspec.Struct, frozen=True):
     truncated: bool  # more followed and was dropped unread
 
 
+def pinned_client(max_connections: int, timeout_s: float) -> httpx.AsyncClient:
+    """An HTTP client for pinned requests: no connection kept, no proxy, no redirects.
+
+    A request goes to a checked address with the host in Host and SNI, so a kept connection
+    could serve another host at the same address, its certificate checked for the first
+    one only: none is kept. An explicit transport also leaves out HTTP(S)_PROXY: a proxy
+    would resolve names itself.
+    """
+    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=0)
+    return httpx.AsyncClient(
+        transport=httpx.AsyncHTTPTransport(limits=limits, retries=0),
+        timeout=httpx.Timeout(timeout_s),
+        follow_redirects=False,
+    )
+
+
 def embedded_address(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 one carries (mapped, compatible, NAT64, 6to4), if any."""
     if ip.ipv4_mapped is not None:
