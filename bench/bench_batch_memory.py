@@ -45,8 +45,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # payloads
 
-import stack
-from payloads import small_pdf
+from support import stack
+from support.payloads import small_pdf
 
 from ocrq.shared.embedded import free_port
 
@@ -250,7 +250,7 @@ def print_phases(phases: list[Phase], baseline_rss: int, clients: int) -> None:
 def load_scanner(path: Path | None) -> ModuleType:
     """The json_stream module to time: the package's, or one from a file."""
     if path is None:
-        from ocrq.producer import json_stream
+        from ocrq.producer.batches import json_stream
 
         return json_stream
     spec = importlib.util.spec_from_file_location("json_stream_under_test", path)

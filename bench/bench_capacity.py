@@ -36,8 +36,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import stack
 from sample_documents import text_pdf, text_png
+from support import stack
 
 OPTIONS = {"dpi": "100", "text_layer": "off", "batch_size": "1"}
 SAMPLE_S = 0.05  # how often the fake's running requests are sampled

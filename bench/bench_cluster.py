@@ -58,11 +58,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import bench_enqueue  # noqa: E402  (bench/: it imports bench/stack.py as `stack` first)
-import stack  # noqa: E402
+from support import stack  # noqa: E402
 
-sys.path.append(str(ROOT / "tests"))  # appended: tests/stack.py must not shadow bench/stack.py
+sys.path.append(
+    str(ROOT / "tests")
+)  # appended: tests/support/stack.py must not shadow bench/stack.py
 
-from redis_topologies import FAST_SYNC, Cluster, start_cluster, wait_until  # noqa: E402
+from support.redis_servers import FAST_SYNC, Cluster, start_cluster, wait_until  # noqa: E402
 
 from ocrq.shared.embedded import EmbeddedServer, start_server  # noqa: E402
 from ocrq.shared.keys import partition_tags  # noqa: E402

@@ -38,7 +38,7 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import stack
+from support import stack
 
 from ocrq.shared.embedded import free_port, start_server
 

@@ -34,8 +34,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import msgspec
-import stack
 from sample_documents import text_pdf
+from support import stack
 
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.vllm import encode_body

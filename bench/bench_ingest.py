@@ -31,10 +31,10 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import stack
+from support import stack
 
-from ocrq.producer.decoding import clean_slice
-from ocrq.producer.ingest import Query, SubmitPlain, decode_json_slowly, decode_json_submission
+from ocrq.producer.jobs.decoding import clean_slice
+from ocrq.producer.jobs.ingest import Query, SubmitPlain, decode_json_slowly, decode_json_submission
 from ocrq.shared.schemas import SubmitBody
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -28,8 +28,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import stack
 from sample_documents import text_pdf
+from support import stack
 
 from ocrq.shared.schemas import TERMINAL
 

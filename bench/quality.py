@@ -36,7 +36,7 @@ import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import stack
+from support import stack
 
 from ocrq.shared.schemas import TERMINAL
 

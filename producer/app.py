@@ -17,15 +17,16 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocrq.producer.auth import Authenticator
-from ocrq.producer.batch_results import batch_results
-from ocrq.producer.batch_routes import BATCH_HANDLERS
-from ocrq.producer.batch_sweeper import batch_sweeper
+from ocrq.producer.batches.results import batch_results
+from ocrq.producer.batches.routes import BATCH_HANDLERS
+from ocrq.producer.batches.sweeper import batch_sweeper
 from ocrq.producer.events import EventHub
 from ocrq.producer.guard import host_guard
+from ocrq.producer.health import HEALTH_HANDLERS
+from ocrq.producer.jobs.routes import JOB_HANDLERS
 from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
-from ocrq.producer.routes import HANDLERS
 from ocrq.producer.runtime import Runtime
 from ocrq.producer.ui import page_headers, ui_router
 from ocrq.shared.batch_store import BatchStore
@@ -176,7 +177,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
     access_level = logging.INFO if renders_json(settings) else logging.DEBUG
     return Litestar(
         route_handlers=[
-            *HANDLERS,
+            *HEALTH_HANDLERS,
+            *JOB_HANDLERS,
             *BATCH_HANDLERS,
             batch_results,
             *LIVE_HANDLERS,

@@ -21,9 +21,9 @@ from litestar.datastructures import State
 from litestar.params import FromPath
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
-from ocrq.producer.batch_views import batch_status, tenants_batch
-from ocrq.producer.jobs import job_summary, visible
-from ocrq.producer.routes import known_job
+from ocrq.producer.batches.views import batch_status, tenants_batch
+from ocrq.producer.jobs.routes import known_job
+from ocrq.producer.jobs.views import job_summary, visible
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field

@@ -40,3 +40,9 @@ def caller(request: Request[Any, Any, Any], state: State, **context: str) -> tup
     tenant = rt.auth.tenant(request.headers)
     structlog.contextvars.bind_contextvars(tenant=tenant, **context)
     return rt, tenant
+
+
+def runtime_of(state: State) -> Runtime:
+    """The process-wide clients the lifespan created."""
+    rt: Runtime = state.runtime
+    return rt

@@ -58,7 +58,7 @@ def tag_of(some_id: str) -> str:
     return head if sep and head else DEFAULT_TAG
 
 
-# The ids ocrq makes for jobs and batches (producer/jobs.py: new_job_id): a partition tag,
+# The ids ocrq makes for jobs and batches (producer/jobs/views.py: new_job_id): a partition tag,
 # then 22 characters of token_urlsafe. A client's id of any other shape names nothing, and
 # must never reach a key: "<batch>:jobs" would name a batch's job list, a "}" another slot.
 _KNOWN_ID = re.compile(r"(?:[A-Za-z0-9-]{1,32}\.)?[A-Za-z0-9_-]{22}")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from session_processes import SessionGuard
-from stack import Stack, redis_env, start_producer, stop
-from topologies import Topology, start_topology
+from support.processes import SessionGuard
+from support.stack import Stack, redis_env, start_producer, stop
+from support.topology import Topology, start_topology
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.settings import Settings, load_settings

@@ -37,7 +37,7 @@ def page(tmp_path: object, png: bytes) -> PageImage:
 
 @pytest.fixture
 def image(tmp_path: object) -> PageImage:
-    from documents import png
+    from support.documents import png
 
     return page(tmp_path, png(64, 48))
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from documents import png, sized_pdf
+from support.documents import png, sized_pdf
 
 from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.engines.base import EngineOutput, PageImage

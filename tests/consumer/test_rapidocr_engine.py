@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from page_blocks import assert_blocks_fit_the_page
+from support.page_blocks import assert_blocks_fit_the_page
 
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.rapidocr import RapidOcrEngine

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from documents import (
+from PIL import Image
+from support.documents import (
     bmp,
     bomb_png,
     encrypted_pdf,
@@ -28,7 +29,6 @@ from documents import (
     webp,
     zero_page_pdf,
 )
-from PIL import Image
 
 from ocrq.consumer.pool import RecyclingPool
 from ocrq.consumer.raster import Rasteriser, inspect_document, normalise_image, render_pdf_page

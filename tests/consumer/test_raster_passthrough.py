@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from documents import png
 from PIL import Image
+from support.documents import png
 
 from ocrq.consumer.raster import normalise_image
 

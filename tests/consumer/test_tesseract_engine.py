@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from page_blocks import assert_blocks_fit_the_page
 from PIL import Image
+from support.page_blocks import assert_blocks_fit_the_page
 
 from ocrq.consumer.doubts import review_pages
 from ocrq.consumer.engines.base import PageImage

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from documents import garbage_pdf, scanned_pdf, text_pdf
+from support.documents import garbage_pdf, scanned_pdf, text_pdf
 
 from ocrq.consumer.textlayer import extract_text_page, text_is_good
 from ocrq.shared.errors import ErrorCode, OcrqError

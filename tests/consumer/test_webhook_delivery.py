@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable
 import httpx
 import msgspec
 import pytest
-from loopback_receivers import answer, drip, huge, receiving, silent, twin_receivers
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+from support.loopback_receivers import answer, drip, huge, receiving, silent, twin_receivers
 
 from ocrq.consumer.webhooks import CONCURRENCY, WebhookSender
 from ocrq.shared.record import Field, new_job_fields

@@ -6,7 +6,7 @@ import asyncio
 import secrets
 
 import msgspec
-from documents import png, sized_pdf
+from support.documents import png, sized_pdf
 
 from ocrq.consumer.main import serve
 from ocrq.fakevllm.runner import FakeVllm

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from role_servers import RoleServer, cluster_servers, sentinel_servers, single_server
+from support.role_servers import RoleServer, cluster_servers, sentinel_servers, single_server
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 import yaml
-from deploy_tree import REPO_ROOT, base_objects, find
+from support.deploy_tree import REPO_ROOT, base_objects, find
 
-from ocrq import k8s
+from ocrq.deploy import keda
 from ocrq.producer.guard import host_policy
 from ocrq.shared.settings import LANES, Settings, load_settings
 
@@ -142,7 +142,7 @@ def test_workers_get_shm_for_pages_and_outlive_their_drain() -> None:
     for name in ("consumer", "consumer-gpu"):
         service = services()[name]
         settings = load_settings(environment(service))
-        assert page_space(service, settings) >= k8s.shm_size_bytes(settings)
+        assert page_space(service, settings) >= keda.shm_size_bytes(settings)
         assert seconds(service["stop_grace_period"]) > settings.drain_grace_s
         assert service["build"]["target"] == "consumer"
         health = " ".join(service["healthcheck"]["test"])
@@ -265,7 +265,7 @@ def test_commands_are_real_ocrq_subcommands() -> None:
         pytest.skip("ocrq.cli is not written yet: subcommand flags cannot be checked")
     for command in commands:
         probe = (
-            "import sys; from ocrq.cli import main; "
+            "import sys; from ocrq.cli.main import main; "
             f"sys.argv = {[*command, '--help']!r}; sys.exit(main())"
         )
         done = subprocess.run(

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from deploy_tree import REPO_ROOT
+from support.deploy_tree import REPO_ROOT
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from deploy_tree import base_objects, find
+from support.deploy_tree import base_objects, find
 
 Obj = dict[str, Any]
 PRIVATE_V4 = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",

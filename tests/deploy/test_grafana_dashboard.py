@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from deploy_tree import K8S
+from support.deploy_tree import K8S
 
 DASHBOARD = K8S / "base" / "grafana" / "ocrq-dashboard.json"
 # The metric names producer and worker expose (histograms by their base name).

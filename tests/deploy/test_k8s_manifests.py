@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import msgspec
 import pytest
-from deploy_tree import (
+from support.deploy_tree import (
     K8S,
     K8S_VERSION,
     REPO_ROOT,
@@ -23,7 +23,7 @@ from deploy_tree import (
     validate_built,
 )
 
-from ocrq import k8s
+from ocrq.deploy import keda
 from ocrq.producer.guard import ANY_HOST_PATHS, host_policy
 from ocrq.shared.settings import LANES, Settings, load_settings
 
@@ -186,7 +186,7 @@ def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
     shm = next(v for v in pod_spec(consumer)["volumes"] if v["name"] == "shm")
     assert shm["emptyDir"]["medium"] == "Memory"
     size = quantity(shm["emptyDir"]["sizeLimit"])
-    assert size >= k8s.shm_size_bytes(settings)
+    assert size >= keda.shm_size_bytes(settings)
     mounts = {m["mountPath"]: m["name"] for m in container(consumer)["volumeMounts"]}
     assert mounts[settings.shm_dir] == "shm"
     # Memory-backed emptyDir is charged to the container: the limit must hold it too.
@@ -196,20 +196,20 @@ def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
 
 def test_shm_formula_is_pages_in_the_engine_plus_the_render_ahead_budget() -> None:
     vllm = load_settings({}, engine="vllm", vllm_url="http://vllm:8000", engine_concurrency=32)
-    assert k8s.page_bytes(150) == 1241 * 1754 * 3
-    assert k8s.page_bytes(300) > 3.9 * k8s.page_bytes(150)
-    assert k8s.pages_in_flight(vllm, batch_size=1) == 32
-    assert k8s.pages_in_flight(vllm, batch_size=4) == 128
+    assert keda.page_bytes(150) == 1241 * 1754 * 3
+    assert keda.page_bytes(300) > 3.9 * keda.page_bytes(150)
+    assert keda.pages_in_flight(vllm, batch_size=1) == 32
+    assert keda.pages_in_flight(vllm, batch_size=4) == 128
     ahead, documents = vllm.render_ahead_mb * 2**20, vllm.max_jobs * vllm.max_document_bytes
-    assert k8s.shm_size_bytes(vllm) == documents + k8s.page_bytes(150) * 32 + ahead
+    assert keda.shm_size_bytes(vllm) == documents + keda.page_bytes(150) * 32 + ahead
 
 
 def test_a_local_engine_needs_shm_for_its_processes_only() -> None:
     local = load_settings({}, engine="local", local_workers=2)
-    assert k8s.pages_in_flight(local) == 2
+    assert keda.pages_in_flight(local) == 2
     documents = local.max_jobs * local.max_document_bytes
-    expected = documents + k8s.page_bytes(150) * 2 + local.render_ahead_mb * 2**20
-    assert k8s.shm_size_bytes(local) == expected
+    expected = documents + keda.page_bytes(150) * 2 + local.render_ahead_mb * 2**20
+    assert keda.shm_size_bytes(local) == expected
 
 
 def test_consumer_outlives_its_drain_and_exposes_metrics_port() -> None:
@@ -241,7 +241,7 @@ def test_redis_is_durable_never_evicts_and_fits_the_backlog() -> None:
     claims = redis["spec"]["volumeClaimTemplates"]
     assert [c["metadata"]["name"] for c in claims] == ["data"]
     env = {e["name"]: e for e in container(redis)["env"]}
-    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == k8s.REDIS_SECRET
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == keda.REDIS_SECRET
 
 
 def test_vllm_serves_the_configured_model_with_the_recipe() -> None:
@@ -459,7 +459,7 @@ def test_sidecar_worker_hands_pages_to_the_vllm_beside_it_by_path(sidecar: list[
     assert mounts[0][folder] == mounts[1][folder]
     volume = next(v for v in pod["volumes"] if v["name"] == mounts[0][folder])
     assert volume["emptyDir"]["medium"] == "Memory"
-    assert quantity(volume["emptyDir"]["sizeLimit"]) >= k8s.shm_size_bytes(settings)
+    assert quantity(volume["emptyDir"]["sizeLimit"]) >= keda.shm_size_bytes(settings)
     limit = quantity(consumer["resources"]["limits"]["memory"])
     assert limit >= quantity(volume["emptyDir"]["sizeLimit"]) + 2**30  # pages charged to it
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from deploy_tree import K8S, base_objects, find
+from support.deploy_tree import K8S, base_objects, find
 
-from ocrq import k8s
+from ocrq.deploy import keda
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import GROUP, LANES, load_settings
 
@@ -23,7 +23,7 @@ STREAM = KEYS.stream(LANES[0])
 
 
 def committed_rules() -> str:
-    return str(find(base_objects(), "ConfigMap", k8s.KEDA_ACL_CONFIGMAP)["data"]["rules"])
+    return str(find(base_objects(), "ConfigMap", keda.KEDA_ACL_CONFIGMAP)["data"]["rules"])
 
 
 def acl(admin: redis.Redis, *args: str) -> None:
@@ -128,5 +128,5 @@ def test_redis_reads_acl_rules_from_the_generated_configmap() -> None:
     statefulset = find(base_objects(), "StatefulSet", "redis")
     env = statefulset["spec"]["template"]["spec"]["containers"][0]["env"]
     rules = next(e for e in env if e["name"] == "KEDA_ACL_RULES")["valueFrom"]["configMapKeyRef"]
-    assert rules == {"name": k8s.KEDA_ACL_CONFIGMAP, "key": "rules"}
-    assert (K8S / "base" / "keda" / "consumer.yaml").read_text().count(k8s.KEDA_ACL_CONFIGMAP) == 1
+    assert rules == {"name": keda.KEDA_ACL_CONFIGMAP, "key": "rules"}
+    assert (K8S / "base" / "keda" / "consumer.yaml").read_text().count(keda.KEDA_ACL_CONFIGMAP) == 1

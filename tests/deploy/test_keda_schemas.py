@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from deploy_tree import K8S, load_docs, manifest_files, validate_keda
+from support.deploy_tree import K8S, load_docs, manifest_files, validate_keda
 
 
 def keda_objects(paths: list[Path]) -> list[tuple[Path, dict[str, Any]]]:

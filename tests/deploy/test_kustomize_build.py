@@ -9,7 +9,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from deploy_tree import (
+from support.deploy_tree import (
     K8S,
     K8S_VERSION,
     find,

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from deploy_tree import K8S, REPO_ROOT, base_objects, find, load_docs
-from redis_topologies import wait_until
+from support.deploy_tree import K8S, REPO_ROOT, base_objects, find, load_docs
+from support.redis_servers import wait_until
 
-from ocrq import k8s, redis_acl
+from ocrq.deploy import keda, redis_acl
 from ocrq.shared.embedded import EmbeddedServer, find_server_binary, free_port
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, with_tag
 from ocrq.shared.settings import load_settings
@@ -39,7 +39,7 @@ def _no_ocrq_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def committed_role_rules() -> dict[str, str]:
-    data = find(base_objects(), "ConfigMap", k8s.ROLE_ACL_CONFIGMAP)["data"]
+    data = find(base_objects(), "ConfigMap", keda.ROLE_ACL_CONFIGMAP)["data"]
     return {str(k): str(v) for k, v in data.items()}
 
 
@@ -48,7 +48,7 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_committed_role_rules_equal_what_the_key_layout_generates() -> None:
-    settings = k8s.settings_for(CONFIG)
+    settings = keda.settings_for(CONFIG)
     expected = {role: redis_acl.role_rules(settings, role) for role in redis_acl.ROLES}
     assert committed_role_rules() == expected, (
         "k8s/base/keda/redis-acl.yaml drifted from the code's key layout: regenerate with "
@@ -135,9 +135,9 @@ def test_each_deployment_logs_in_as_its_own_role(role: str) -> None:
     assert env["OCRQ_REDIS_URL"]["value"].startswith("redis://$(REDIS_USERNAME):$(REDIS_PASSWORD)@")
     user = env["REDIS_USERNAME"]["valueFrom"]["secretKeyRef"]
     password = env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]
-    assert user == {"name": k8s.REDIS_SECRET, "key": f"{role}-username"}
-    assert password == {"name": k8s.REDIS_SECRET, "key": f"{role}-password"}
-    secret = find(base_objects(), "Secret", k8s.REDIS_SECRET)["stringData"]
+    assert user == {"name": keda.REDIS_SECRET, "key": f"{role}-username"}
+    assert password == {"name": keda.REDIS_SECRET, "key": f"{role}-password"}
+    secret = find(base_objects(), "Secret", keda.REDIS_SECRET)["stringData"]
     assert {user["key"], password["key"]} <= set(secret)
 
 
@@ -148,7 +148,7 @@ def test_only_the_redis_pod_holds_the_admin_password() -> None:
         for container in pod.get("containers", []) + pod.get("initContainers", []):
             for entry in container.get("env", []):
                 ref = entry.get("valueFrom", {}).get("secretKeyRef", {})
-                if ref == {"name": k8s.REDIS_SECRET, "key": "password"}:
+                if ref == {"name": keda.REDIS_SECRET, "key": "password"}:
                     holders.append((obj["kind"], obj["metadata"]["name"]))
     assert set(holders) == {("StatefulSet", "redis")}
 
@@ -167,7 +167,7 @@ def startup_users(tmp_path: Path) -> dict[str, list[str]]:
     refs = {"PRODUCER_ACL_RULES": "producer", "WORKER_ACL_RULES": "worker"}
     for name, key in refs.items():
         assert env[name]["valueFrom"]["configMapKeyRef"] == {
-            "name": k8s.ROLE_ACL_CONFIGMAP, "key": key
+            "name": keda.ROLE_ACL_CONFIGMAP, "key": key
         }  # fmt: skip
     acl_file = tmp_path / "users.acl"
     script = container["command"][2].replace("/run/redis/users.acl", str(acl_file))
@@ -257,7 +257,7 @@ def test_compose_redis_has_the_generated_users_and_an_unprivileged_default() -> 
 
 
 def test_ocrq_k8s_acl_prints_the_users_compose_loads(capsys: pytest.CaptureFixture[str]) -> None:
-    assert k8s.main(["acl"]) == 0
+    assert keda.main(["acl"]) == 0
     printed = capsys.readouterr().out.splitlines()
     users = compose_users()
     expected = []

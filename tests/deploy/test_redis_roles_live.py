@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import redis
-from role_servers import PARTITIONS, USERS, RoleServer
+from support.role_servers import PARTITIONS, USERS, RoleServer
 
-from ocrq.producer.jobs import new_job_id
+from ocrq.producer.jobs.views import new_job_id
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field

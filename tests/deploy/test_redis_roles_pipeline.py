@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-from documents import png
-from redis_topologies import wait_until
-from role_servers import PARTITIONS, RoleServer
-from session_processes import stop
-from stack import Stack, wait_http
+from support.documents import png
+from support.processes import stop
+from support.redis_servers import wait_until
+from support.role_servers import PARTITIONS, RoleServer
+from support.stack import Stack, wait_http
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port

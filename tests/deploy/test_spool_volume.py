@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tree import K8S, VARIANTS, base_objects, find, kustomize_build
+from support.deploy_tree import K8S, VARIANTS, base_objects, find, kustomize_build
 
 from ocrq.shared.settings import Settings, load_settings
 

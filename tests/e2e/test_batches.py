@@ -10,8 +10,8 @@ import zipfile
 
 import httpx
 import pytest
-from documents import png, sized_pdf
-from stack import Stack
+from support.documents import png, sized_pdf
+from support.stack import Stack
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from documents import png, sized_pdf
-from redis_topologies import wait_until
-from stack import Stack, WorkerProc
+from support.documents import png, sized_pdf
+from support.redis_servers import wait_until
+from support.stack import Stack, WorkerProc
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from documents import png, sized_pdf
 from httpx_sse import connect_sse
-from stack import Stack, start_producer, stop
 from standardwebhooks.webhooks import Webhook
+from support.documents import png, sized_pdf
+from support.stack import Stack, start_producer, stop
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.settings import Settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pymupdf
 import pytest
-from documents import scanned_pdf, text_pdf
-from stack import Stack
+from support.documents import scanned_pdf, text_pdf
+from support.stack import Stack
 
 pytestmark = pytest.mark.slow
 

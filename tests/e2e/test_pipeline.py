@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pymupdf
 import pytest
-from documents import (
+from support.documents import (
     bomb_png,
     encrypted_pdf,
     multipage_tiff,
@@ -21,8 +21,8 @@ from documents import (
     truncated_pdf,
     zero_page_pdf,
 )
-from stack import Stack, WorkerProc, jobs_done_by
-from topologies import sync_client
+from support.stack import Stack, WorkerProc, jobs_done_by
+from support.topology import sync_client
 
 pytestmark = pytest.mark.slow
 

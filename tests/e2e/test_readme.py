@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from documents import png, sized_pdf
-from stack import Stack
+from support.documents import png, sized_pdf
+from support.stack import Stack
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"^```(sh|python) runnable\n(.*?)^```$", re.MULTILINE | re.DOTALL)

@@ -7,7 +7,7 @@ import time
 
 import httpx
 import pytest
-from fakevllm_requests import chat_body
+from support.fakevllm_requests import chat_body
 
 from ocrq.fakevllm.runner import FakeVllm
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fakevllm_requests import SIZE_PATTERN, chat_body, image_bytes, image_part
+from support.fakevllm_requests import SIZE_PATTERN, chat_body, image_bytes, image_part
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.fakevllm.server import parse_args

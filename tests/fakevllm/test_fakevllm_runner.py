@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fakevllm_requests import chat_body
+from support.fakevllm_requests import chat_body
 
 from ocrq.fakevllm.config import FakeConfig
 from ocrq.fakevllm.runner import FakeVllm

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from stack import Stack, start_producer, stop
+from support.stack import Stack, start_producer, stop
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.settings import Settings

@@ -10,7 +10,7 @@ from importlib.metadata import version
 
 import pytest
 
-from ocrq.cli import COMMANDS, main
+from ocrq.cli.main import COMMANDS, main
 
 
 def ocrq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
-from documents import encrypted_pdf, png, sized_pdf
-from stack import Stack
+from support.documents import encrypted_pdf, png, sized_pdf
+from support.stack import Stack
 
 from ocrq.client import (
     ApiError,

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from documents import encrypted_pdf, png, sized_pdf
 from rich.console import Console
-from stack import Stack
+from support.documents import encrypted_pdf, png, sized_pdf
+from support.stack import Stack
 
+from ocrq.cli.commands import main
+from ocrq.cli.reports import FileReport, output_paths, summary_table
+from ocrq.cli.submit import collect_files
 from ocrq.client import Client
-from ocrq.commands import main
 from ocrq.shared.schemas import Result
-from ocrq.submit import FileReport, collect_files, output_paths, summary_table
 
 MakeProducer = Callable[..., str]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from documents import png
-from mcp_harness import mcp_session, text_of
+from support.documents import png
+from support.mcp_harness import mcp_session, text_of
 
-from ocrq.mcp_fetch import fetch_url
+from ocrq.mcp.fetch import fetch_url
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 PUBLIC, PRIVATE = "127.0.0.2", "127.0.0.1"

@@ -16,8 +16,8 @@ import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_harness import listening, text_of
-from stack import stop
+from support.mcp_harness import listening, text_of
+from support.stack import stop
 
 from ocrq.shared.embedded import free_port
 

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from documents import png
-from mcp_harness import mcp_session, text_of
+from support.documents import png
+from support.mcp_harness import mcp_session, text_of
 
-from ocrq.mcp_input import config_from_env
-from ocrq.mcp_roots import OutsideRoots, open_checked, read_under_roots
+from ocrq.mcp.inputs import config_from_env
+from ocrq.mcp.roots import OutsideRoots, open_checked, read_under_roots
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 OUTSIDE = "is outside the allowed roots (OCRQ_MCP_ROOTS)"

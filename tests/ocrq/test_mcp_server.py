@@ -15,14 +15,14 @@ from typing import Any
 
 import msgspec
 import pytest
-from documents import png, sized_pdf
 from mcp import Client as McpClient
 from mcp.types import TextResourceContents
-from mcp_harness import listening, mcp_session, text_of
-from stack import Stack, stop
+from support.documents import png, sized_pdf
+from support.mcp_harness import listening, mcp_session, text_of
+from support.stack import Stack, stop
 
 from ocrq.client import Client
-from ocrq.mcp_input import InputError, decode_base64, parse_pages, select_pages
+from ocrq.mcp.inputs import InputError, decode_base64, parse_pages, select_pages
 from ocrq.shared.embedded import free_port
 from ocrq.shared.schemas import Page, Result, Segment
 
@@ -206,7 +206,7 @@ async def test_streamable_http_serves_the_same_tools(
 def test_without_the_sdk_ocrq_mcp_says_how_to_install_it() -> None:
     hide_sdk = (
         "import sys; sys.modules['mcp'] = None\n"  # as if the extra were not installed
-        "from ocrq.cli import main; sys.exit(main(['mcp']))"
+        "from ocrq.cli.main import main; sys.exit(main(['mcp']))"
     )
     run = subprocess.run(
         [sys.executable, "-c", hide_sdk], capture_output=True, text=True, timeout=60

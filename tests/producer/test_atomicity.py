@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 import redis
-from payloads import b64, small_pdf
+from support.payloads import b64, small_pdf
 
 from ocrq.shared.enqueue import NewJob
 from ocrq.shared.record import Field

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
-from payloads import b64, small_pdf
+from support.payloads import b64, small_pdf
 
 KEYS = "acme:key-acme,globex:key-globex"
 

@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 import pytest
 from litestar.testing import TestClient
-from payloads import b64, small_pdf
+from support.payloads import b64, small_pdf
 
-from ocrq.producer.batch_formats import zip_documents
+from ocrq.producer.batches.formats import zip_documents
 from ocrq.shared.settings import Settings
 
 ZIP = {"content-type": "application/zip"}

@@ -14,7 +14,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
-from payloads import small_pdf
+from support.payloads import small_pdf
 
 FUZZ = settings(
     max_examples=60, deadline=None, derandomize=True, database=None,

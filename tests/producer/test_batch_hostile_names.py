@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from jobflow import ME, result_for
 from litestar.testing import TestClient
-from payloads import b64, small_pdf
+from support.jobflow import ME, result_for
+from support.payloads import b64, small_pdf
 
-from ocrq.producer.batch_results import markdown_name, safe_name
+from ocrq.producer.batches.results import markdown_name, safe_name
 from ocrq.shared.record import JobRecord
 from ocrq.shared.store import JobStore, Outcome
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ocrq.producer.jobs import new_job_id
+from ocrq.producer.jobs.views import new_job_id
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.keys import tag_of
 from ocrq.shared.record import new_job_fields

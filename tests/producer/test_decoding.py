@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from ocrq.producer.decoding import SLICE, decode_document
+from ocrq.producer.jobs.decoding import SLICE, decode_document
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 DATA = bytes(range(256)) * 41  # crosses every byte value, odd length

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ocrq.producer.decoding import SLICE, decode_document
+from ocrq.producer.jobs.decoding import SLICE, decode_document
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 DATA = st.binary(min_size=1, max_size=3000)

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from litestar.testing import TestClient
-from payloads import b64, small_pdf
-from session_processes import stop
-from stack import redis_env, wait_http
+from support.payloads import b64, small_pdf
+from support.processes import stop
+from support.stack import redis_env, wait_http
 
 from ocrq.producer.guard import host_policy, split_host
 from ocrq.shared.embedded import free_port

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from litestar.testing import TestClient
-from payloads import small_pdf
-from stack import start_producer, stop
+from support.payloads import small_pdf
+from support.stack import start_producer, stop
 
 from ocrq.shared.settings import Settings
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 import redis
-from jobflow import finish_done, finish_failed, take
 from litestar.testing import TestClient
-from payloads import b64, small_pdf
+from support.jobflow import finish_done, finish_failed, take
+from support.payloads import b64, small_pdf
 
-from ocrq.producer.jobs import new_job_id
+from ocrq.producer.jobs.views import new_job_id
 from ocrq.shared.errors import ErrorCode
 from ocrq.shared.store import JobStore
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ocrq.producer.json_stream import DocumentArrayScanner
+from ocrq.producer.batches.json_stream import DocumentArrayScanner
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 DOCS = [{"document": "QUJD", "filename": 'a "quoted" {name}'}, {"document": "REVG\\n}"}]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from payloads import small_pdf
-from session_processes import stop
+from support.payloads import small_pdf
+from support.processes import stop
 
 from ocrq.shared.embedded import free_port
 from ocrq.shared.schemas import TERMINAL

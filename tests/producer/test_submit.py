@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from litestar.testing import TestClient
-from payloads import PNG_MAGIC, b64, fake_png, small_pdf
+from support.payloads import PNG_MAGIC, b64, fake_png, small_pdf
 
 TEN_MB = 10 * 1024 * 1024
 PDF64 = b64(small_pdf())

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from jobflow import finish_done
 from litestar.testing import TestClient
-from payloads import b64, small_pdf
+from support.jobflow import finish_done
+from support.payloads import b64, small_pdf
 
 from ocrq.client.errors import QuotaExceeded, error_from_response
 from ocrq.client.pacing import retriable

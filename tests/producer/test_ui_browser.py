@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
-from documents import scanned_pdf, text_png
-from stack import Stack, start_producer, stop
+from support.documents import scanned_pdf, text_png
+from support.stack import Stack, start_producer, stop
 
 from ocrq.shared.settings import Settings
 

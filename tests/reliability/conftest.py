@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from stack import Stack, running_stack
+from support.stack import Stack, running_stack
 
 from ocrq.shared.embedded import EmbeddedServer, start_server
 from ocrq.shared.settings import Settings, load_settings

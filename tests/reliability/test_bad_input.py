@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-from documents import (
+from httpx_sse import connect_sse
+from support.documents import (
     bomb_png,
     cyclic_pdf,
     encrypted_pdf,
@@ -32,10 +33,9 @@ from documents import (
     truncated_pdf,
     zero_page_pdf,
 )
-from httpx_sse import connect_sse
-from stack import Stack
+from support.stack import Stack
 
-from ocrq.producer.jobs import new_job_id
+from ocrq.producer.jobs.views import new_job_id
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.store import JobStore, now_ms

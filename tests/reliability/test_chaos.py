@@ -16,9 +16,9 @@ from collections import Counter
 import httpx
 import pytest
 import redis
-from documents import png
-from redis_faults import kill, revive
-from stack import Stack, WorkerProc
+from support.documents import png
+from support.redis_faults import kill, revive
+from support.stack import Stack, WorkerProc
 
 from ocrq.shared.embedded import EmbeddedServer
 

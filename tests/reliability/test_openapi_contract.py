@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from stack import start_producer, stop
+from support.stack import start_producer, stop
 
 from ocrq.shared.settings import Settings
 

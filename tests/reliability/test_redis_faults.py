@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import redis
-from documents import sized_pdf
-from redis_faults import kill, revive
-from redis_topologies import wait_until
-from stack import Stack
+from support.documents import sized_pdf
+from support.redis_faults import kill, revive
+from support.redis_servers import wait_until
+from support.stack import Stack
 
 from ocrq.shared.embedded import EmbeddedServer
 

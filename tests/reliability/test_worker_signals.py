@@ -6,8 +6,8 @@ import os
 import signal
 import time
 
-from documents import sized_pdf
-from stack import Stack
+from support.documents import sized_pdf
+from support.stack import Stack
 
 PAGES = [(300, 400)] * 3
 

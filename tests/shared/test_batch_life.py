@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from ocrq.producer.jobs import new_job_id
+from ocrq.producer.jobs.views import new_job_id
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.errors import ErrorCode
 from ocrq.shared.keys import is_known_id, tag_of

@@ -20,7 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from loopback_receivers import answer, drip, huge, receiving
+from support.loopback_receivers import answer, drip, huge, receiving
 
 from ocrq.shared.egress import Resolver, blocked_address, resolve_checked, send, system_resolve
 from ocrq.shared.errors import ErrorCode, OcrqError

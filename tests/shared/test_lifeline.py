@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from session_processes import processes_with
+from support.processes import processes_with
 
 from ocrq.shared.lifeline import ANCHOR_VARIABLE, pid_exists
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from lua_calls import read_script
+from support.lua_calls import read_script
 
 from ocrq.shared.enqueue import NewJob
 from ocrq.shared.errors import ErrorCode

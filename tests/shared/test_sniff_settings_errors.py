@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from documents import bmp, jpeg, png, text_pdf, tiff, webp
+from support.documents import bmp, jpeg, png, text_pdf, tiff, webp
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import stored_options

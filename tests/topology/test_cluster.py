@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from documents import png
-from redis_topologies import Cluster, client, kill, start_cluster, wait_until
-from stack import Stack, running_stack
-from upload_load import UploadLoad
+from support.documents import png
+from support.redis_servers import Cluster, client, kill, start_cluster, wait_until
+from support.stack import Stack, running_stack
+from support.upload_load import UploadLoad
 
 from ocrq.shared.keys import Keys, tag_of
 from ocrq.shared.settings import load_settings

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis_topologies import SentinelSet, kill, start_sentinel_set, wait_until
-from stack import Stack, running_stack
-from upload_load import UploadLoad
+from support.redis_servers import SentinelSet, kill, start_sentinel_set, wait_until
+from support.stack import Stack, running_stack
+from support.upload_load import UploadLoad
 
 from ocrq.shared.settings import load_settings
 

@@ -3,8 +3,9 @@
 The stream names, the consumer group and the scaling targets come from
 ``shared.settings`` and ``shared.keys``, so a changed prefix or lane list changes the
 scaler too; the producer's and the workers' Redis ACL rules follow the key layout
-(ocrq/redis_acl.py). The committed files under ``k8s/base/keda`` equal this output (a test fails
-on drift); regenerate with ``ocrq k8s keda --env-from k8s/base/config.yaml --out k8s/base/keda``.
+(ocrq/deploy/redis_acl.py). The committed files under ``k8s/base/keda`` equal this output
+(a test fails on drift); regenerate with
+``ocrq k8s keda --env-from k8s/base/config.yaml --out k8s/base/keda``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from ocrq.redis_acl import ROLES, acl_file_lines, role_rules
+from ocrq.deploy.redis_acl import ROLES, acl_file_lines, role_rules
 from ocrq.shared.connect import parse_sentinels, redis_mode
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import Settings, load_settings

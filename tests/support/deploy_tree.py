@@ -21,7 +21,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 K8S = REPO_ROOT / "k8s"
-KEDA_SCHEMAS = Path(__file__).parent / "schemas" / "keda"  # source and version: its README
+KEDA_SCHEMAS = REPO_ROOT / "tests" / "deploy" / "schemas" / "keda"  # source and version: its README
 K8S_VERSION = "1.30.0"  # a version kubernetes-validate ships; KEDA 2.15+ supports it
 # Overlays that are alternatives to overlays/example, built on it.
 VARIANTS = (K8S / "overlays" / "vllm-sidecar",)

@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ocrq.client import DEFAULT_URL, Source
-from ocrq.mcp_fetch import PRIVATE_ENV, fetch_url
-from ocrq.mcp_roots import ROOTS_ENV, read_under_roots, roots_from_env
+from ocrq.mcp.fetch import PRIVATE_ENV, fetch_url
+from ocrq.mcp.roots import ROOTS_ENV, read_under_roots, roots_from_env
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Result
 

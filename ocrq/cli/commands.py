@@ -13,10 +13,11 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from ocrq.cli.reports import result_text
+from ocrq.cli.submit import complain, run_submit
 from ocrq.client import DEFAULT_URL, ApiError, Client, WaitTimeout
 from ocrq.shared.profiles import PROFILES
 from ocrq.shared.schemas import JobSummary, JobView, Status
-from ocrq.submit import complain, result_text, run_submit
 
 Defaults = argparse.ArgumentDefaultsHelpFormatter
 

@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from redis_topologies import wait_until
-from session_processes import stop
-from topologies import sync_client
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import Settings
+
+from .processes import stop
+from .redis_servers import wait_until
+from .topology import sync_client
 
 TERMINAL = {"done", "failed", "cancelled"}
 

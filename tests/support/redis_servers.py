@@ -18,7 +18,6 @@ from pathlib import Path
 
 import redis
 from redis.cluster import ClusterNode
-from session_processes import stop
 
 from ocrq.shared.embedded import (
     EmbeddedServer,
@@ -28,6 +27,8 @@ from ocrq.shared.embedded import (
     start_server,
     wait_answering,
 )
+
+from .processes import stop
 
 SLOTS = 16384
 NODE_TIMEOUT_MS = 1000  # a dead master is failed over within a few seconds

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ocrq.producer.jobs import iso
+from ocrq.producer.jobs.views import iso
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.batch_store import BatchRecord
 from ocrq.shared.errors import ErrorCode, OcrqError

@@ -1,4 +1,4 @@
-"""API v1 handlers: submit, poll (with long-poll), result, cancel; health and metrics."""
+"""The job API: submit, list, poll (with long-poll), result, cancel, delete."""
 
 from __future__ import annotations
 
@@ -8,14 +8,11 @@ from typing import Annotated, Any
 
 import msgspec
 import structlog
-from litestar import Request, Response, delete, get, post, route
+from litestar import Request, Response, delete, get, post
 from litestar.datastructures import State
-from litestar.enums import HttpMethod
-from litestar.handlers import HTTPRouteHandler
 from litestar.params import FromPath, Parameter
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from ocrq.producer.ingest import (
+from ocrq.producer.jobs.ingest import (
     Query,
     Submission,
     body_ceiling,
@@ -24,8 +21,8 @@ from ocrq.producer.ingest import (
     read_raw,
     within,
 )
-from ocrq.producer.jobs import iso, job_summary, job_view, new_job_id, visible
-from ocrq.producer.options import check_options
+from ocrq.producer.jobs.options import check_options
+from ocrq.producer.jobs.views import iso, job_summary, job_view, new_job_id, visible
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import is_known_id
@@ -37,12 +34,6 @@ log = structlog.get_logger("ocrq.producer")
 WaitSeconds = Annotated[
     int, Parameter(ge=0, description="Long-poll up to N seconds (at most OCRQ_MAX_WAIT_S, 60)")
 ]
-
-
-def runtime_of(state: State) -> Runtime:
-    """The process-wide clients the lifespan created."""
-    rt: Runtime = state.runtime
-    return rt
 
 
 async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submission:
@@ -226,63 +217,4 @@ async def delete_job(
     return {"id": job_id, "status": "deleted"}
 
 
-def allow_options(path: str) -> HTTPRouteHandler:
-    """OPTIONS for a path served by several handlers: Allow lists every method they serve.
-
-    Litestar's own OPTIONS handler lists only the first handler's methods; registered
-    first, this one takes its place.
-    """
-
-    async def options(request: Request[Any, Any, Any]) -> Response[None]:
-        methods = request.app.route_handler_method_map.get(path, {})
-        return Response(None, status_code=204, headers={"Allow": ", ".join(sorted(methods))})
-
-    return route(path, http_method=[HttpMethod.OPTIONS], include_in_schema=False)(options)
-
-
-@get("/healthz", summary="Liveness", include_in_schema=True)
-async def healthz() -> dict[str, str]:
-    """Liveness: never touches Redis, never blocks."""
-    return {"status": "ok"}
-
-
-@get("/readyz", summary="Readiness: Redis reachable, groups exist")
-async def readyz(state: State) -> Response[dict[str, str]]:
-    """Ready when Redis answers and every lane has its consumer group."""
-    rt = runtime_of(state)
-    try:
-        async with asyncio.timeout(2.0):
-            await rt.store.redis.ping()
-            if not await rt.store.groups_exist():
-                await rt.store.ensure_groups()  # Redis lost its data: recreate at id 0
-    except Exception as e:  # the details go to the log, not to whoever asks
-        log.warning("not_ready", error=str(e)[:200])
-        return Response(
-            {"status": "unavailable", "error": "the job store is unreachable"}, status_code=503
-        )
-    return Response({"status": "ready"})
-
-
-@get("/metrics", summary="Prometheus metrics", include_in_schema=False)
-async def metrics(state: State) -> Response[bytes]:
-    """Prometheus text format; lane lag and pending are read at scrape time."""
-    rt = runtime_of(state)
-    try:
-        async with asyncio.timeout(2.0):
-            for lane in rt.store.keys.lanes:
-                lag, pending = await rt.store.lane_stats(lane)
-                rt.metrics.lane_lag.labels(lane).set(lag)
-                rt.metrics.lane_pending.labels(lane).set(pending)
-            used, limit = await rt.store.memory()
-            rt.metrics.redis_memory_used.set(used)
-            rt.metrics.redis_memory_max.set(limit)
-    except Exception as e:
-        log.warning("metrics_backlog_unavailable", error=str(e))
-    return Response(generate_latest(rt.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-
-HANDLERS = [
-    allow_options("/v1/jobs"), allow_options("/v1/jobs/{job_id:str}"),
-    allow_options("/v1/batches/{batch_id:str}"),
-    submit_job, list_jobs, get_job, get_result, cancel_job, delete_job, healthz, readyz, metrics,
-]  # fmt: skip
+JOB_HANDLERS = [submit_job, list_jobs, get_job, get_result, cancel_job, delete_job]

@@ -23,8 +23,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from ocrq.client import ApiError, AsyncClient, JobFailed, NotFound, Unavailable, WaitTimeout
-from ocrq.mcp_http import TOKEN_ENV, check_listen, serve_http, token_from_env
-from ocrq.mcp_input import McpConfig, config_from_env, load_document, parse_pages, select_pages
+from ocrq.mcp.http_auth import TOKEN_ENV, check_listen, serve_http, token_from_env
+from ocrq.mcp.inputs import McpConfig, config_from_env, load_document, parse_pages, select_pages
 from ocrq.shared.errors import OcrqError
 from ocrq.shared.schemas import TERMINAL, JobView, Result, Status
 

@@ -12,17 +12,17 @@ from litestar import Request, Response, delete, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 
-from ocrq.producer.batch_formats import (
+from ocrq.producer.batches.formats import (
     ZIP_TYPES,
     Part,
     json_documents,
     multipart_documents,
     zip_documents,
 )
-from ocrq.producer.batch_views import batch_accepted, batch_view, visible_batch
-from ocrq.producer.ingest import parse_options, sniffed, within
-from ocrq.producer.jobs import iso, new_job_id
-from ocrq.producer.options import check_options
+from ocrq.producer.batches.views import batch_accepted, batch_view, visible_batch
+from ocrq.producer.jobs.ingest import parse_options, sniffed, within
+from ocrq.producer.jobs.options import check_options
+from ocrq.producer.jobs.views import iso, new_job_id
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.batch_store import BODY_DEADLINE_FACTOR
 from ocrq.shared.errors import ErrorCode, OcrqError

@@ -88,7 +88,7 @@ def run_worker(argv: list[str]) -> int:
 
 def run_up(argv: list[str]) -> int:
     """`ocrq up`: the whole stack on one machine."""
-    from ocrq.up import main
+    from ocrq.cli.up import main
 
     return main(argv)
 
@@ -102,7 +102,7 @@ def run_fake_vllm(argv: list[str]) -> int:
 
 def run_client(argv: list[str], command: str) -> int:
     """`ocrq submit|status|wait|result|cancel|ls`: the command-line client."""
-    from ocrq.commands import main
+    from ocrq.cli.commands import main
 
     code: int = main([command, *argv])
     return code
@@ -110,7 +110,7 @@ def run_client(argv: list[str], command: str) -> int:
 
 def run_k8s(argv: list[str]) -> int:
     """`ocrq k8s …`: generated manifests."""
-    from ocrq.k8s import main
+    from ocrq.deploy.keda import main
 
     return main(argv)
 
@@ -118,7 +118,7 @@ def run_k8s(argv: list[str]) -> int:
 def run_mcp(argv: list[str]) -> int:
     """`ocrq mcp`: the MCP server; the SDK is an optional extra."""
     try:
-        from ocrq.mcp_server import main
+        from ocrq.mcp.server import main
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] != "mcp":
             raise

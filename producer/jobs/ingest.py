@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import msgspec
 from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
-from ocrq.producer.decoding import decode_document, too_large
+from ocrq.producer.jobs.decoding import decode_document, too_large
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Inbound, JobOptions
 from ocrq.shared.sniff import SUPPORTED, sniff_media_type

@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
-from documents import png
+
+from .documents import png
 
 
 @dataclass

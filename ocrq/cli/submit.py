@@ -4,51 +4,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from ocrq.cli.batch import run_batch
+from ocrq.cli.reports import (
+    FileReport,
+    job_options,
+    output_paths,
+    print_summary,
+    result_text,
+    write_result,
+)
 from ocrq.client import SNIFF_BYTES, ApiError, AsyncClient, WaitTimeout, gather_or_cancel
 from ocrq.shared.errors import ErrorCode
-from ocrq.shared.schemas import JobView, Result, Status
+from ocrq.shared.schemas import JobView, Status
 from ocrq.shared.sniff import sniff_media_type
 
-SUMMARY_COLUMNS = ("file", "job_id", "status", "pages", "seconds", "error")
 MAX_LONG_POLLS = 64  # concurrent long-poll connections held open on the producer
-
-
-@dataclass
-class FileReport:
-    """What happened to one file."""
-
-    path: Path
-    job_id: str = ""
-    status: str = "pending"
-    pages: int = 0
-    seconds: float = 0.0
-    error: str = ""
-    message: str = ""
-    ok: bool = False
-
-    def fail(self, code: str, message: str, status: str | None = None) -> None:
-        """Record a failure: rejected at upload when no job exists, else the given status."""
-        self.status = status or ("rejected" if not self.job_id else "error")
-        self.error, self.message, self.ok = code, message, False
-
-    def row(self) -> tuple[str, ...]:
-        """The summary columns."""
-        pages = str(self.pages) if self.pages else ""
-        return (str(self.path), self.job_id, self.status, pages, f"{self.seconds:.1f}", self.error)
 
 
 def is_document(path: Path) -> bool:
@@ -78,27 +58,6 @@ def collect_files(args: Sequence[str]) -> list[Path]:
         else:
             raise FileNotFoundError(f"{arg}: no such file or directory")
     return list(dict.fromkeys(files))
-
-
-def output_paths(files: Sequence[Path], out: Path, suffix: str) -> list[Path]:
-    """Where each file's result goes: the input tree mirrored under ``out``.
-
-    Paths are taken relative to the deepest folder holding every input, and ``page.pdf``
-    becomes ``page.md``; when two inputs of one folder share a stem (``x.pdf``, ``x.png``),
-    both keep their whole name (``x.pdf.md``, ``x.png.md``).
-    """
-    resolved = [f.resolve() for f in files]
-    root = Path(os.path.commonpath([r.parent for r in resolved])) if files else Path()
-    stems = Counter((r.parent, r.stem) for r in resolved)
-    names = [(r.stem if stems[r.parent, r.stem] == 1 else r.name) + suffix for r in resolved]
-    return [out / r.parent.relative_to(root) / n for r, n in zip(resolved, names, strict=True)]
-
-
-def result_text(result: Result, fmt: str) -> str:
-    """The result as Markdown or pretty JSON."""
-    if fmt == "json":
-        return msgspec.json.format(msgspec.json.encode(result), indent=2).decode() + "\n"
-    return result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
 
 
 class Board:
@@ -198,24 +157,6 @@ class BatchRun:
             await asyncio.to_thread(write_result, output, result_text(result, self.fmt))
 
 
-def write_result(path: Path, text: str) -> None:
-    """Write one result file, creating its folder (the mirrored input tree)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, "utf-8")
-
-
-def job_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The job options given on the command line (None: the server decides)."""
-    return {
-        "batch_size": args.batch_size,
-        "dpi": args.dpi,
-        "max_pages": args.max_pages,
-        "lane": args.lane,
-        "profile": args.profile,
-        "text_layer": args.text_layer,
-    }
-
-
 async def submit_all(
     args: argparse.Namespace, files: list[Path], outputs: list[Path | None], waiting: bool
 ) -> list[FileReport]:
@@ -238,37 +179,6 @@ async def submit_all(
             )
 
 
-def summary_table(reports: Sequence[FileReport]) -> Table:
-    """The summary for a terminal: ids whole, paths folded; codes are listed below it."""
-    table = Table()
-    table.add_column("file", overflow="fold", ratio=1)
-    table.add_column("job_id", no_wrap=True, min_width=22)
-    table.add_column("status", no_wrap=True)
-    table.add_column("pages", justify="right", no_wrap=True)
-    table.add_column("s", justify="right", no_wrap=True)
-    for report in reports:
-        table.add_row(*report.row()[:-1])
-    return table
-
-
-def print_summary(reports: Sequence[FileReport]) -> None:
-    """A table on a terminal; tab-separated lines (header first) into a pipe."""
-    if sys.stdout.isatty():
-        Console().print(summary_table(reports))
-    else:
-        for row in (SUMMARY_COLUMNS, *(r.row() for r in reports)):
-            print("\t".join(row))
-    failed = [r for r in reports if not r.ok]
-    pages = sum(r.pages for r in reports if r.ok)
-    print(
-        f"{len(reports)} file(s): {len(reports) - len(failed)} ok, {len(failed)} failed, "
-        f"{pages} page(s)",
-        file=sys.stderr,
-    )
-    for report in failed:
-        print(f"  {report.path}: {report.error}: {report.message}", file=sys.stderr)
-
-
 def run_submit(args: argparse.Namespace) -> int:
     """`ocrq submit`: exit 0 when every file was accepted (and, with --wait, done), else 1."""
     try:
@@ -278,8 +188,6 @@ def run_submit(args: argparse.Namespace) -> int:
     if not files:
         return complain("submit", "no documents found (PDF, PNG, JPEG, WebP, TIFF, BMP)", 2)
     if args.batch:
-        from ocrq.batch_cli import run_batch
-
         return run_batch(args, files)
     waiting = args.wait or args.out is not None
     outputs: list[Path | None] = [None] * len(files)

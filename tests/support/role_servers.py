@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from deploy_tree import base_objects, find
-from redis_topologies import start_cluster, start_sentinel_set
 
-from ocrq import k8s, redis_acl
+from ocrq.deploy import keda, redis_acl
 from ocrq.shared.embedded import start_server
 from ocrq.shared.settings import Settings, load_settings
+
+from .deploy_tree import base_objects, find
+from .redis_servers import start_cluster, start_sentinel_set
 
 USERS = {"producer": "producer-t", "worker": "worker-t"}
 PARTITIONS = 2  # ids that carry a tag (p1.…) as well as bare ones
@@ -71,7 +72,7 @@ class RoleServer:
 
 
 def shipped_rules() -> dict[str, str]:
-    data = find(base_objects(), "ConfigMap", k8s.ROLE_ACL_CONFIGMAP)["data"]
+    data = find(base_objects(), "ConfigMap", keda.ROLE_ACL_CONFIGMAP)["data"]
     return {str(k): str(v) for k, v in data.items()}
 
 

@@ -3,7 +3,7 @@
 Three formats: multipart with several ``file`` parts (each part a document, or a ZIP),
 a ZIP archive as the body, or JSON ``{"documents": [{"document": "<base64>", "filename":
 …}, …]}``. Multipart and JSON are cut as they stream in, holding one document at a time; a
-ZIP keeps its directory at its end, so it is spooled to disk (producer/spool.py: the spool
+ZIP keeps its directory at its end, so it is spooled to disk (producer/batches/spool.py: the spool
 folder, bounded by the request limit) and then read member by member. A problem with one
 document is that document's, reported with its code; the rest go on: a member whose
 compressed data is corrupt is refused as ``corrupt_document``.
@@ -22,10 +22,10 @@ from typing import Annotated
 import msgspec
 from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
-from ocrq.producer.decoding import decode_document, too_large
-from ocrq.producer.ingest import json_body_limit
-from ocrq.producer.json_stream import MAX_NAME_BYTES, DocumentArrayScanner
-from ocrq.producer.spool import Spool
+from ocrq.producer.batches.json_stream import MAX_NAME_BYTES, DocumentArrayScanner
+from ocrq.producer.batches.spool import Spool
+from ocrq.producer.jobs.decoding import decode_document, too_large
+from ocrq.producer.jobs.ingest import json_body_limit
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Inbound
 from ocrq.shared.settings import Settings

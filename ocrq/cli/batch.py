@@ -10,9 +10,9 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ocrq.cli.reports import FileReport, job_options, output_paths, print_summary, result_text
 from ocrq.client import ApiError, Client
 from ocrq.shared.schemas import BatchAccepted, Result
-from ocrq.submit import FileReport, job_options, output_paths, print_summary, result_text
 
 
 def reports_of(answer: BatchAccepted, files: list[Path]) -> list[FileReport]:

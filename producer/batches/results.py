@@ -15,7 +15,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import Stream
 
-from ocrq.producer.batch_views import visible_batch
+from ocrq.producer.batches.views import visible_batch
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.record import Field, JobRecord
 from ocrq.shared.schemas import TERMINAL, Status

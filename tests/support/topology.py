@@ -11,11 +11,12 @@ from typing import Any
 
 import redis
 from redis.sentinel import Sentinel
-from redis_topologies import start_cluster, start_sentinel_set
 
 from ocrq.shared.connect import parse_sentinels, redis_mode
 from ocrq.shared.embedded import start_server
 from ocrq.shared.settings import Settings
+
+from .redis_servers import start_cluster, start_sentinel_set
 
 CLUSTER_PARTITIONS = 3  # one per master of the test cluster: every master gets jobs
 
