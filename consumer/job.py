@@ -131,9 +131,13 @@ class JobRunner:
             del record  # the payload: up to 10 MB this job no longer needs in memory
             text_pages, outputs = await self.reader.read_all(job, report)
         return assemble(
-            job_id=d.job_id, media_type=job.media_type, text_pages=text_pages, outputs=outputs,
-            engine=self._engine_info(job), timings=self._timings(job, queued_ms),
-        )  # fmt: skip
+            job_id=d.job_id,
+            media_type=job.media_type,
+            text_pages=text_pages,
+            outputs=outputs,
+            engine=self._engine_info(job),
+            timings=self._timings(job, queued_ms),
+        )
 
     def _engine_info(self, job: JobPages) -> EngineInfo:
         engine = self.reader.engine
@@ -145,7 +149,8 @@ class JobRunner:
         tally = job.tally
         self.metrics.pages.inc(tally.pages_done)
         return Timings(
-            queued_ms=queued_ms, raster_ms=int(tally.raster_s * 1000),
+            queued_ms=queued_ms,
+            raster_ms=int(tally.raster_s * 1000),
             infer_ms=int(tally.infer_s * 1000),
             total_ms=queued_ms + int((time.monotonic() - tally.started) * 1000),
-        )  # fmt: skip
+        )

@@ -128,15 +128,21 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
             await health.start()
         store = JobStore(redis, settings)
         reader = PageReader(
-            settings=settings, engine=engine, circuit=circuit, metrics=metrics,
+            settings=settings,
+            engine=engine,
+            circuit=circuit,
+            metrics=metrics,
             rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
             flow=flow,
-        )  # fmt: skip
+        )
         runner = JobRunner(settings, store, reader, metrics, me, workspace)
         log.info(
-            "worker_started", engine=engine.name, model=engine.model, shm=str(workspace),
+            "worker_started",
+            engine=engine.name,
+            model=engine.model,
+            shm=str(workspace),
             engine_slots=flow.engine.size,
-        )  # fmt: skip
+        )
         hooks = WebhookSender(settings, store, hooks_http, me)  # never the engine's pool
         sending = asyncio.create_task(hooks.run(stop), name="webhooks")
         await Worker(settings, store, runner, metrics).run(stop, burst=burst)
@@ -170,15 +176,19 @@ def main(argv: list[str] | None = None) -> int:
         description="Run one consumer process; every other setting comes from OCRQ_* variables.",
     )
     parser.add_argument(
-        "--engine", choices=["local", "tesseract", "rapidocr", "vllm"], default=None,
+        "--engine",
+        choices=["local", "tesseract", "rapidocr", "vllm"],
+        default=None,
         help="OCR engine (default: OCRQ_ENGINE, else vllm when a vLLM URL is set, else local:"
         " Tesseract)",
-    )  # fmt: skip
+    )
     parser.add_argument("--vllm-url", default=None, help="vLLM's base URL (OCRQ_VLLM_URL)")
     parser.add_argument(
-        "--metrics-port", type=int, default=None,
+        "--metrics-port",
+        type=int,
+        default=None,
         help="port of /healthz and /metrics, 0 for none (OCRQ_METRICS_PORT, 9100)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--burst", action="store_true", help="exit once the lanes are empty and all jobs are done"
     )

@@ -33,17 +33,20 @@ class WorkerMetrics:
             "ocrq_stage_seconds", "Stage latency", ["stage"], buckets=_STAGE_BUCKETS, registry=r
         )
         self.window_fill = Histogram(
-            "ocrq_window_fill", "Jobs per collection window",
-            buckets=(1, 2, 4, 8, 16, 32, 64), registry=r,
-        )  # fmt: skip
+            "ocrq_window_fill",
+            "Jobs per collection window",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=r,
+        )
         self.engine_errors = Counter(
             "ocrq_engine_errors", "Engine errors by code", ["code"], registry=r
         )
         self.in_flight = Gauge("ocrq_jobs_in_flight", "Jobs being processed", registry=r)
         self.engine_requests = Gauge(
-            "ocrq_engine_requests_in_flight", "Engine requests (micro-batches) in flight",
+            "ocrq_engine_requests_in_flight",
+            "Engine requests (micro-batches) in flight",
             registry=r,
-        )  # fmt: skip
+        )
         self.engine_slots = Gauge("ocrq_engine_slots", "Engine requests allowed", registry=r)
         self.render_ahead = Gauge(
             "ocrq_render_ahead_bytes", "Rendered pages waiting for an engine slot", registry=r

@@ -123,23 +123,31 @@ class CallbackDelivery:
         msg_id = f"{d.kind}_{d.id}"
         stamp = int(time.time())
         headers = {
-            "content-type": "application/json", "webhook-id": msg_id,
+            "content-type": "application/json",
+            "webhook-id": msg_id,
             "webhook-timestamp": str(stamp),
             "webhook-signature": signature(key, msg_id, stamp, cb.body),
-        }  # fmt: skip
+        }
         timeout_s = self.settings.webhook_timeout_s
         started = time.monotonic()
         try:
             target = await resolve_checked(
-                cb.url, allow_private=self.settings.webhook_allow_private,
+                cb.url,
+                allow_private=self.settings.webhook_allow_private,
                 timeout_s=min(self.settings.webhook_resolve_timeout_s, timeout_s),
-                resolve=self.egress.resolve, blocked=self.egress.blocked,
-            )  # fmt: skip
+                resolve=self.egress.resolve,
+                blocked=self.egress.blocked,
+            )
             left = max(0.001, timeout_s - (time.monotonic() - started))
             reply = await send(
-                self.egress.http, "POST", target, headers=headers, content=cb.body,
-                deadline_s=left, max_bytes=MAX_REPLY_BYTES,
-            )  # fmt: skip
+                self.egress.http,
+                "POST",
+                target,
+                headers=headers,
+                content=cb.body,
+                deadline_s=left,
+                max_bytes=MAX_REPLY_BYTES,
+            )
         except OcrqError as e:  # refused target, no answer in time, network: one more attempt
             if e.code is ErrorCode.TIMEOUT:
                 why = f"no complete answer within {timeout_s:g} s (OCRQ_WEBHOOK_TIMEOUT_S)"
@@ -156,8 +164,14 @@ class CallbackDelivery:
     async def finish(self, d: Delivery, state: WebhookState) -> None:
         """Write the delivery's final state."""
         await through_outages(lambda: self.record(d, state), "webhook state")
-        log.info("webhook", kind=d.kind, id=d.id, status=state.status,
-                 attempts=state.attempts, error=state.last_error)  # fmt: skip
+        log.info(
+            "webhook",
+            kind=d.kind,
+            id=d.id,
+            status=state.status,
+            attempts=state.attempts,
+            error=state.last_error,
+        )
 
     async def record(self, d: Delivery, state: WebhookState) -> None:
         """Write where the delivery stands on its job or batch (if that still exists)."""
@@ -172,22 +186,41 @@ class CallbackDelivery:
             if batch is None or not batch.callback:
                 return None
             body = {
-                "type": "batch.finished", "id": d.id, "total": batch.total, "done": batch.done,
-                "failed": batch.failed, "cancelled": batch.cancelled,
-                "finished_at": batch.finished_at, "results": f"/v1/batches/{d.id}/results",
-            }  # fmt: skip
+                "type": "batch.finished",
+                "id": d.id,
+                "total": batch.total,
+                "done": batch.done,
+                "failed": batch.failed,
+                "cancelled": batch.cancelled,
+                "finished_at": batch.finished_at,
+                "results": f"/v1/batches/{d.id}/results",
+            }
             return Callback(batch.callback, batch.tenant, msgspec.json.encode(body), batch.webhook)
-        names = (Field.STATUS, Field.TENANT, Field.CALLBACK, Field.FILENAME, Field.ERROR,
-                 Field.PAGES_DONE, Field.FINISHED_AT, Field.BATCH, Field.WEBHOOK)  # fmt: skip
+        names = (
+            Field.STATUS,
+            Field.TENANT,
+            Field.CALLBACK,
+            Field.FILENAME,
+            Field.ERROR,
+            Field.PAGES_DONE,
+            Field.FINISHED_AT,
+            Field.BATCH,
+            Field.WEBHOOK,
+        )
         job = await self.store.read(d.id, names)
         if job.status is None or not job.callback:
             return None
         body = {
-            "type": "job.finished", "id": d.id, "status": job.status,
-            "filename": job.filename or None, "pages": job.pages_done,
-            "error": job.error, "batch": job.batch or None, "finished_at": job.finished_at,
+            "type": "job.finished",
+            "id": d.id,
+            "status": job.status,
+            "filename": job.filename or None,
+            "pages": job.pages_done,
+            "error": job.error,
+            "batch": job.batch or None,
+            "finished_at": job.finished_at,
             "result": f"/v1/jobs/{d.id}/result",
-        }  # fmt: skip
+        }
         previous = msgspec.json.decode(job.webhook, type=WebhookState) if job.webhook else None
         return Callback(job.callback, job.tenant, msgspec.json.encode(body), previous)
 

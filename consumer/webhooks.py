@@ -42,9 +42,15 @@ class WebhookSender:
     """
 
     def __init__(
-        self, settings: Settings, store: JobStore, http: httpx.AsyncClient, me: str, *,
-        resolve: Resolver | None = None, blocked: AddressPolicy | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        settings: Settings,
+        store: JobStore,
+        http: httpx.AsyncClient,
+        me: str,
+        *,
+        resolve: Resolver | None = None,
+        blocked: AddressPolicy | None = None,
+    ) -> None:
         self.settings, self.store, self.me = settings, store, me
         self.keys = store.keys
         keys = parse_webhook_secrets(settings.webhook_secrets)

@@ -267,9 +267,13 @@ class Worker:
         await asyncio.to_thread(sweep_stale, self.stack_root)
         for _, stream in keys.lane_streams():
             cursor, entries, *_ = await self.store.redis.xautoclaim(
-                stream, keys.group, self.me, self.settings.visibility_timeout_ms,
-                start_id=self._cursors.get(stream, "0-0"), count=room - len(out),
-            )  # fmt: skip
+                stream,
+                keys.group,
+                self.me,
+                self.settings.visibility_timeout_ms,
+                start_id=self._cursors.get(stream, "0-0"),
+                count=room - len(out),
+            )
             # The scan goes on from where it stopped: stale entries behind many live ones
             # are reached in later turns rather than never.
             self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)

@@ -134,9 +134,14 @@ def access_logged(app: ASGIApp, level: int) -> ASGIApp:
             if runtime is not None:
                 runtime.metrics.requests.labels(route, str(status)).inc()
             log.log(
-                level, "request", method=scope.get("method"), path=scope["path"], route=route,
-                status=status, duration_ms=round((time.perf_counter() - started) * 1000, 2),
-            )  # fmt: skip
+                level,
+                "request",
+                method=scope.get("method"),
+                path=scope["path"],
+                route=route,
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+            )
 
     return middleware
 

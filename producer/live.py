@@ -32,9 +32,17 @@ from ocrq.shared.schemas import TERMINAL, Base, BatchCounts
 HEARTBEAT_S = 15.0
 COALESCE_S = 0.1  # a burst of changes (a batch's jobs ending together) is one event
 SUMMARY_FIELDS = (
-    Field.STATUS, Field.TENANT, Field.FILENAME, Field.MEDIA_TYPE, Field.LANE, Field.PAGES_DONE,
-    Field.PAGES_TOTAL, Field.CREATED_AT, Field.FINISHED_AT, Field.ERROR,
-)  # fmt: skip
+    Field.STATUS,
+    Field.TENANT,
+    Field.FILENAME,
+    Field.MEDIA_TYPE,
+    Field.LANE,
+    Field.PAGES_DONE,
+    Field.PAGES_TOTAL,
+    Field.CREATED_AT,
+    Field.FINISHED_AT,
+    Field.ERROR,
+)
 
 
 class BatchEvent(Base):
@@ -110,9 +118,11 @@ async def batch_events(
         record = tenants_batch(fetched, batch_id, tenant)
         status = batch_status(record)
         counts = BatchCounts(
-            total=record.total, done=record.done, failed=record.failed,
+            total=record.total,
+            done=record.done,
+            failed=record.failed,
             cancelled=record.cancelled,
-        )  # fmt: skip
+        )
         event = BatchEvent(id=batch_id, status=status, counts=counts)
         event_id = f"{status}:{record.total}:{record.ended}"
         return event_id, msgspec.json.encode(event), status == "finished"

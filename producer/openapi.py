@@ -161,16 +161,23 @@ def error_response(status: int) -> dict[str, Any]:
 def option_limits(settings: Settings) -> dict[str, Any]:
     """Option schemas that depend on this deployment: its page cap, the profiles it runs."""
     runnable = [
-        name for name, profile in sorted(PROFILES.items())
+        name
+        for name, profile in sorted(PROFILES.items())
         if settings.engine_name == "vllm"
-        and (settings.vllm_model in profile.models or not any(
-            settings.vllm_model in p.models for p in PROFILES.values()))
-    ]  # fmt: skip
+        and (
+            settings.vllm_model in profile.models
+            or not any(settings.vllm_model in p.models for p in PROFILES.values())
+        )
+    ]
     profile: dict[str, Any] = {"type": "null"}
     if runnable:
         profile = {"anyOf": [{"enum": runnable}, {"type": "null"}]}
-    pages = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": settings.default_max_pages},
-                       {"type": "null"}]}  # fmt: skip
+    pages = {
+        "anyOf": [
+            {"type": "integer", "minimum": 1, "maximum": settings.default_max_pages},
+            {"type": "null"},
+        ]
+    }
     return {"profile": profile, "max_pages": pages}
 
 
@@ -187,10 +194,13 @@ def batch_body() -> dict[str, Any]:
     """POST /v1/batches: several files (multipart), one ZIP, or JSON with base64 documents."""
     binary = {"type": "string", "format": "binary"}
     item = {
-        "type": "object", "required": ["document"],
-        "properties": {"document": {"type": "string", "minLength": 1},
-                       "filename": {"type": "string", "maxLength": 255}},
-    }  # fmt: skip
+        "type": "object",
+        "required": ["document"],
+        "properties": {
+            "document": {"type": "string", "minLength": 1},
+            "filename": {"type": "string", "maxLength": 255},
+        },
+    }
     return {
         "required": True,
         "description": "The documents: `file` parts (a part may be a ZIP), a ZIP body, or "

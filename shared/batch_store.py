@@ -118,13 +118,19 @@ class BatchStore:
     async def _seal(self, batch_id: str, mode: str, rejected: bytes) -> int:
         tag = tag_of(batch_id)
         keys = [
-            self.keys.batch(batch_id), self.keys.batch_jobs(batch_id), self.keys.webhooks(tag),
+            self.keys.batch(batch_id),
+            self.keys.batch_jobs(batch_id),
+            self.keys.webhooks(tag),
             self.keys.open_batches(tag),
-        ]  # fmt: skip
+        ]
         argv: list[ScriptArg] = [
-            self.keys.events, now_ms(), self.jobs.settings.result_ttl_s, rejected, batch_id,
+            self.keys.events,
+            now_ms(),
+            self.jobs.settings.result_ttl_s,
+            rejected,
+            batch_id,
             mode,
-        ]  # fmt: skip
+        ]
         return int(await self.jobs._run("batch_seal", keys, argv))
 
     async def sweep(self, at_ms: int | None = None) -> list[str]:

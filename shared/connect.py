@@ -31,9 +31,15 @@ from ocrq.shared.settings import Settings
 # demoted to a read-only replica, a slot that moved): wait and try again; never a job's
 # outcome.
 REDIS_DOWN: tuple[type[Exception], ...] = (
-    RedisConnectionError, RedisTimeoutError, OSError, ClusterError, TryAgainError,
-    ReadOnlyError, RedisClusterException, AskError,
-)  # fmt: skip
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+    ClusterError,
+    TryAgainError,
+    ReadOnlyError,
+    RedisClusterException,
+    AskError,
+)
 
 
 def redis_mode(settings: Settings) -> str:
@@ -103,9 +109,12 @@ def _sentinel_client(settings: Settings) -> aioredis.Redis:
     username = unquote(url.username) if url.username else None
     password = unquote(url.password) if url.password is not None else None
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        parse_sentinels(settings.redis_sentinels), sentinel_kwargs=timeouts,
-        username=username, password=password, **timeouts,
-    )  # fmt: skip
+        parse_sentinels(settings.redis_sentinels),
+        sentinel_kwargs=timeouts,
+        username=username,
+        password=password,
+        **timeouts,
+    )
     client: aioredis.Redis = sentinel.master_for(
         settings.redis_sentinel_master,
         max_connections=settings.redis_max_connections,

@@ -173,8 +173,7 @@ async def resolve_checked(
     if not allow_private and any(policy(a) for a in addresses):
         raise BlockedTarget(host)
     first, *others = dict.fromkeys(addresses)  # in the resolver's order, once each
-    return Target(url=url, scheme=scheme, host=host, port=port, address=first,
-                  others=tuple(others))  # fmt: skip
+    return Target(url=url, scheme=scheme, host=host, port=port, address=first, others=tuple(others))
 
 
 def pinned_request(
@@ -226,9 +225,12 @@ async def send(
     try:
         async with asyncio.timeout(deadline_s):
             response = await first_connection(
-                client, [pinned_request(client, method, target, address, headers, content,
-                                        deadline_s) for address in (target.address, *target.others)]
-            )  # fmt: skip
+                client,
+                [
+                    pinned_request(client, method, target, address, headers, content, deadline_s)
+                    for address in (target.address, *target.others)
+                ],
+            )
             try:
                 body, truncated = await read_capped(response, max_bytes)
             finally:

@@ -46,25 +46,50 @@ class EmbeddedServer:
     """A Redis-compatible server process with its own data folder; stop() ends it."""
 
     def __init__(
-        self, binary: Path, data_dir: Path, port: int, *, aof: bool, fsync: str = "everysec",
+        self,
+        binary: Path,
+        data_dir: Path,
+        port: int,
+        *,
+        aof: bool,
+        fsync: str = "everysec",
         extra: Sequence[str] = (),
-    ) -> None:  # fmt: skip
+    ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.binary, self.data_dir, self.port = binary, data_dir, port
         self.aof, self.fsync, self.extra = aof, fsync, tuple(extra)  # to start it again
         self.url = f"redis://127.0.0.1:{port}/0"
         args = [
-            str(binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            "--save", "", "--appendonly", "yes" if aof else "no", "--appendfsync", fsync,
-            "--maxmemory-policy", "noeviction", "--protected-mode", "yes",
-            "--logfile", str(data_dir / "server.log"), *extra,
-        ]  # fmt: skip
+            str(binary),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if aof else "no",
+            "--appendfsync",
+            fsync,
+            "--maxmemory-policy",
+            "noeviction",
+            "--protected-mode",
+            "yes",
+            "--logfile",
+            str(data_dir / "server.log"),
+            *extra,
+        ]
         # Own session: a Ctrl-C meant for `ocrq up` must not stop Redis before the workers
         # drain. SIGTERM (a clean shutdown) when whoever started it ends without stopping it.
         self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
             preexec_fn=terminate_with_parent,
-        )  # fmt: skip
+        )
 
     def wait_ready(self, timeout_s: float = 10.0) -> None:
         """Block until the server answers, or raise (ServerExited if it ended)."""

@@ -21,9 +21,18 @@ from redis.crc import key_slot
 from ocrq.shared.settings import GROUP, LANES
 
 SCRIPT_NAMES = (
-    "claim", "progress", "finish", "touch", "release", "poison", "cancel", "prune",
-    "batch_open", "batch_seal", "webhook_state",
-)  # fmt: skip
+    "claim",
+    "progress",
+    "finish",
+    "touch",
+    "release",
+    "poison",
+    "cancel",
+    "prune",
+    "batch_open",
+    "batch_seal",
+    "webhook_state",
+)
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 
 

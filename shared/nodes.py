@@ -20,10 +20,20 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import AskError, ClusterDownError, ReadOnlyError, TryAgainError
 
 # A cluster node's connection settings that a plain client of that node takes as they are.
-_PLAIN_KWARGS = frozenset({
-    "username", "password", "socket_timeout", "socket_connect_timeout", "ssl", "ssl_ca_certs",
-    "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs", "health_check_interval",
-})  # fmt: skip
+_PLAIN_KWARGS = frozenset(
+    {
+        "username",
+        "password",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "ssl",
+        "ssl_ca_certs",
+        "ssl_certfile",
+        "ssl_keyfile",
+        "ssl_cert_reqs",
+        "health_check_interval",
+    }
+)
 
 
 class NodeClients:

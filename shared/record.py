@@ -121,9 +121,17 @@ def error_json(code: ErrorCode, message: str) -> bytes:
 
 
 def new_job_fields(
-    *, job_id: str, tenant: str, filename: str | None, media_type: str, data: bytes,
-    options: JobOptions, created_ms: int, batch: str = "", callback: str | None = None,
-) -> dict[str, bytes | str | int]:  # fmt: skip
+    *,
+    job_id: str,
+    tenant: str,
+    filename: str | None,
+    media_type: str,
+    data: bytes,
+    options: JobOptions,
+    created_ms: int,
+    batch: str = "",
+    callback: str | None = None,
+) -> dict[str, bytes | str | int]:
     """Every field of a new job hash; the payload is the raw bytes, never base64."""
     fields: dict[str, bytes | str | int] = {
         Field.ID: job_id,

@@ -87,9 +87,13 @@ class JobStore:
         return all([await self.group_info(stream) is not None for _, stream in streams])
 
     async def enqueue(
-        self, job_id: str, lane: str, fields: Mapping[str, Any], idem: str | None,
+        self,
+        job_id: str,
+        lane: str,
+        fields: Mapping[str, Any],
+        idem: str | None,
         batch: str = "",
-    ) -> tuple[bool, str]:  # fmt: skip
+    ) -> tuple[bool, str]:
         """Write the job, its stream entry, its tenant index entry (and its batch's) at once.
 
         ``idem`` is the client's Idempotency-Key as sent. Returns (created, job_id): a
@@ -119,9 +123,14 @@ class JobStore:
         """
         err = error_json(ErrorCode.CANCELLED, "cancelled by the client")
         argv: list[ScriptArg] = [
-            tenant, err, now_ms(), self.settings.result_ttl_s, self.keys.events, job_id,
+            tenant,
+            err,
+            now_ms(),
+            self.settings.result_ttl_s,
+            self.keys.events,
+            job_id,
             "delete" if delete else "cancel",
-        ]  # fmt: skip
+        ]
         # A job's batch never changes: reading it first leaves no race with the script.
         batch = text(await self.redis.hget(self.keys.job(job_id), Field.BATCH) or b"")
         index = self.keys.tenant_jobs(tenant, tag_of(job_id))
@@ -197,9 +206,18 @@ class JobStore:
         ends = self._ends(job_id, batch, await self._tenant(job_id))
         keys = [self.keys.job(job_id), self._stream(job_id, lane), *ends]
         argv: list[ScriptArg] = [
-            me, entry, self.keys.group, outcome.status, outcome.field, outcome.value, now_ms(),
-            self.settings.result_ttl_s, self.keys.events, job_id, outcome.pages_done,
-        ]  # fmt: skip
+            me,
+            entry,
+            self.keys.group,
+            outcome.status,
+            outcome.field,
+            outcome.value,
+            now_ms(),
+            self.settings.result_ttl_s,
+            self.keys.events,
+            job_id,
+            outcome.pages_done,
+        ]
         return text(await self._run("finish", keys, argv)) == "ok"
 
     async def touch(self, job_id: str, lane: str, entry: str, me: str) -> bool:
@@ -223,9 +241,17 @@ class JobStore:
         keys = [self.keys.job(job_id), self.keys.stream(lane, tag), self.keys.dead(tag)]
         keys += self._ends(job_id, batch, await self._tenant(job_id))
         argv: list[ScriptArg] = [
-            me, entry, self.keys.group, err, now_ms(), self.settings.result_ttl_s,
-            self.keys.events, job_id, lane, deliveries,
-        ]  # fmt: skip
+            me,
+            entry,
+            self.keys.group,
+            err,
+            now_ms(),
+            self.settings.result_ttl_s,
+            self.keys.events,
+            job_id,
+            lane,
+            deliveries,
+        ]
         return text(await self._run("poison", keys, argv)) == "ok"
 
     async def prune_consumers(self, stream: str, me: str, min_idle_s: float) -> int:

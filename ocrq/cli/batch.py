@@ -31,8 +31,13 @@ def reports_of(answer: BatchAccepted, files: list[Path]) -> list[FileReport]:
 
 def follow(client: Client, batch_id: str, total: int) -> None:
     """A progress bar fed by the batch's live events, until every job has ended."""
-    columns = (TextColumn("ocrq batch"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[detail]}"), TimeElapsedColumn())  # fmt: skip
+    columns = (
+        TextColumn("ocrq batch"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+    )
     console = Console(stderr=True)
     with Progress(*columns, console=console, disable=not console.is_terminal) as bar:
         task = bar.add_task("batch", total=total, detail="")
@@ -44,9 +49,12 @@ def follow(client: Client, batch_id: str, total: int) -> None:
 
 
 def save_results(
-    client: Client, batch_id: str, reports: list[FileReport], outputs: list[Path] | None,
+    client: Client,
+    batch_id: str,
+    reports: list[FileReport],
+    outputs: list[Path] | None,
     fmt: str,
-) -> None:  # fmt: skip
+) -> None:
     """Settle every report from the batch's results; write each done one's output."""
     by_job = {r.job_id: i for i, r in enumerate(reports) if r.job_id}
     for row in client.iter_batch_results(batch_id):

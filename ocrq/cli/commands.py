@@ -146,30 +146,36 @@ def connection_options() -> argparse.ArgumentParser:
     """--url and --api-key, defaulting to OCRQ_URL and OCRQ_API_KEY."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
-        "--url", default=os.environ.get("OCRQ_URL") or DEFAULT_URL,
+        "--url",
+        default=os.environ.get("OCRQ_URL") or DEFAULT_URL,
         help="the producer's base URL (env OCRQ_URL)",
-    )  # fmt: skip
+    )
     parent.add_argument(
-        "--api-key", default=os.environ.get("OCRQ_API_KEY") or None,
+        "--api-key",
+        default=os.environ.get("OCRQ_API_KEY") or None,
         help="API key, when the producer requires one (env OCRQ_API_KEY)",
-    )  # fmt: skip
+    )
     return parent
 
 
 def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
     """Arguments of `ocrq submit`."""
     p = commands.add_parser(
-        "submit", parents=[parent], formatter_class=Defaults, help="upload files or folders",
+        "submit",
+        parents=[parent],
+        formatter_class=Defaults,
+        help="upload files or folders",
         description="Upload documents. Folders are walked recursively; a file is sent when "
         "its first bytes say PDF, PNG, JPEG, WebP, TIFF or BMP (the server decides by content "
         "too), whatever its name. Named files are always sent.",
-    )  # fmt: skip
+    )
     p.add_argument("paths", nargs="+", metavar="FILE|DIR")
     p.add_argument("--wait", action="store_true", help="wait for every job to finish")
     p.add_argument(
-        "--out", metavar="DIR",
+        "--out",
+        metavar="DIR",
         help="write each result here, mirroring the input folders (implies --wait)",
-    )  # fmt: skip
+    )
     p.add_argument("--format", choices=("md", "json"), default="md", help="result format")
     p.add_argument("--batch-size", type=int, help="pages per model request, 1-16 (server: 1)")
     p.add_argument("--dpi", type=int, help="rasterisation DPI, 50-400 (server: 150)")
@@ -178,18 +184,21 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         "--lane", choices=("interactive", "batch"), help="queue lane (server: interactive)"
     )
     p.add_argument(
-        "--profile", choices=sorted(PROFILES),
+        "--profile",
+        choices=sorted(PROFILES),
         help="model profile, vLLM engine only (server: its OCRQ_PROFILE)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--text-layer", choices=("auto", "off"),
+        "--text-layer",
+        choices=("auto", "off"),
         help="use a PDF's own text where it is good (server: auto on the local engine)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--batch", action="store_true",
+        "--batch",
+        action="store_true",
         help="send everything (files, or one ZIP) as one batch: one handle, one progress bar "
         "fed by its live events, the results in one download",
-    )  # fmt: skip
+    )
     p.add_argument("--concurrency", type=int, default=4, help="uploads at a time")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait per job")
 
@@ -213,14 +222,18 @@ def add_job_parsers(commands: Any, parent: argparse.ArgumentParser) -> None:
     result.add_argument("--format", choices=("md", "json"), default="md", help="result format")
     result.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     cancel = commands.add_parser(
-        "cancel", parents=[parent], formatter_class=Defaults,
+        "cancel",
+        parents=[parent],
+        formatter_class=Defaults,
         help="cancel active jobs (they stay, as cancelled)",
-    )  # fmt: skip
+    )
     cancel.add_argument("jobs", nargs="+", metavar="JOB")
     rm = commands.add_parser(
-        "rm", parents=[parent], formatter_class=Defaults,
+        "rm",
+        parents=[parent],
+        formatter_class=Defaults,
         help="delete jobs and their results (cancelling active ones)",
-    )  # fmt: skip
+    )
     rm.add_argument("jobs", nargs="+", metavar="JOB")
     ls = commands.add_parser(
         "ls", parents=[parent], formatter_class=Defaults, help="list your recent jobs"

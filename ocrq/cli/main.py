@@ -38,16 +38,19 @@ def run_producer(argv: list[str]) -> int:
 
     settings = load_settings()
     parser = argparse.ArgumentParser(
-        prog="ocrq producer", description=COMMANDS["producer"],
+        prog="ocrq producer",
+        description=COMMANDS["producer"],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )  # fmt: skip
+    )
     add_placeholder_flag(parser)
     parser.add_argument("--host", default=settings.host, help="address to listen on (OCRQ_HOST)")
     parser.add_argument("--port", type=int, default=settings.port, help="port (OCRQ_PORT)")
     parser.add_argument(
-        "--workers", type=int, default=settings.producer_workers or cores(),
+        "--workers",
+        type=int,
+        default=settings.producer_workers or cores(),
         help="uvicorn processes, one per core by default (OCRQ_PRODUCER_WORKERS)",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     # The app (built in each uvicorn process) reads OCRQ_* itself: the address it is bound to
     # decides which Host headers it admits, so the flags travel as settings.
@@ -143,9 +146,10 @@ def usage() -> str:
     lines = ["usage: ocrq COMMAND [ARGS]   (ocrq COMMAND --help for its options)", "", "commands:"]
     lines += [f"  {name:<10} {text}" for name, text in COMMANDS.items()]
     lines += [
-        "", "Settings come from OCRQ_* environment variables (see README); the client",
+        "",
+        "Settings come from OCRQ_* environment variables (see README); the client",
         "commands talk to OCRQ_URL (default http://127.0.0.1:8000) with OCRQ_API_KEY.",
-    ]  # fmt: skip
+    ]
     return "\n".join(lines)
 
 

@@ -23,27 +23,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """Flags of `ocrq up`; defaults come from OCRQ_* settings."""
     settings = load_settings()
     p = argparse.ArgumentParser(
-        prog="ocrq up", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="ocrq up",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Run the whole pipeline here: Redis (embedded unless --redis-url), the "
         "producer and the workers. Ctrl-C stops everything; workers finish their jobs first.",
-    )  # fmt: skip
+    )
     p.add_argument("--host", default=settings.host, help="API address (OCRQ_HOST)")
     p.add_argument("--port", type=int, default=settings.port, help="API port (OCRQ_PORT)")
     p.add_argument("--workers", type=int, default=1, help="consumer processes")
     p.add_argument(
-        "--engine", choices=["local", "tesseract", "rapidocr", "vllm"],
+        "--engine",
+        choices=["local", "tesseract", "rapidocr", "vllm"],
         default=settings.engine_name,
         help="OCR engine: local CPU OCR (Tesseract; or RapidOCR), or a vLLM server (OCRQ_ENGINE)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--vllm-url", default=settings.vllm_url,
+        "--vllm-url",
+        default=settings.vllm_url,
         help="vLLM's base URL, for --engine vllm (OCRQ_VLLM_URL)",
-    )  # fmt: skip
+    )
     p.add_argument("--data-dir", type=Path, default=Path(".ocrq"), help="embedded Redis data")
     p.add_argument(
-        "--redis-url", default=os.environ.get("OCRQ_REDIS_URL", ""),
+        "--redis-url",
+        default=os.environ.get("OCRQ_REDIS_URL", ""),
         help="use this Redis instead of starting one (OCRQ_REDIS_URL)",
-    )  # fmt: skip
+    )
     args = p.parse_args(argv)
     if args.engine == "vllm" and not args.vllm_url:
         p.error("--engine vllm needs --vllm-url (or OCRQ_VLLM_URL)")

@@ -129,9 +129,12 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         return calls.decode(await self._send(calls.list_jobs(limit, offset)), JobList)
 
     async def submit_batch(
-        self, sources: Source | Iterable[Source], *, idempotency_key: str | None = None,
+        self,
+        sources: Source | Iterable[Source],
+        *,
+        idempotency_key: str | None = None,
         **options: Any,
-    ) -> BatchAccepted:  # fmt: skip
+    ) -> BatchAccepted:
         """Upload many files (or one ZIP) as one batch; every file's fate in the answer."""
         body = BatchBody(sources_of(sources))
         call = batch.submit_call(body, options, idempotency_key)
@@ -159,9 +162,10 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         parser = EventParser()
         with self._reaching():
             async with self._http.stream(
-                "GET", f"/v1/{kind}/{job_or_batch}/events",
+                "GET",
+                f"/v1/{kind}/{job_or_batch}/events",
                 timeout=http_timeout(self.timeout + 30),
-            ) as response:  # fmt: skip
+            ) as response:
                 await achecked_stream(response)
                 async for line in response.aiter_lines():
                     if (event := parser.line(line)) is not None:

@@ -106,9 +106,12 @@ class Client(ClientBase[httpx.Client]):
         return calls.decode(self._send(calls.list_jobs(limit, offset)), JobList)
 
     def submit_batch(
-        self, sources: Source | Iterable[Source], *, idempotency_key: str | None = None,
+        self,
+        sources: Source | Iterable[Source],
+        *,
+        idempotency_key: str | None = None,
         **options: Any,
-    ) -> BatchAccepted:  # fmt: skip
+    ) -> BatchAccepted:
         """Upload many files (or one ZIP) as one batch; every file's fate in the answer."""
         body = BatchBody(sources_of(sources))
         call = batch.submit_call(body, options, idempotency_key)
@@ -120,9 +123,12 @@ class Client(ClientBase[httpx.Client]):
 
     def iter_batch_results(self, batch_id: str) -> Iterator[dict[str, Any]]:
         """Each ended job of the batch: {id, filename, status, error, result}, in order."""
-        with self._reaching(), self._http.stream(
-            "GET", f"/v1/batches/{batch_id}/results", timeout=http_timeout(self.timeout)
-        ) as response:  # fmt: skip
+        with (
+            self._reaching(),
+            self._http.stream(
+                "GET", f"/v1/batches/{batch_id}/results", timeout=http_timeout(self.timeout)
+            ) as response,
+        ):
             checked_stream(response)
             for line in response.iter_lines():
                 if line:
@@ -132,9 +138,12 @@ class Client(ClientBase[httpx.Client]):
         """A job's (or a batch's) live events, until it ends."""
         kind = "batches" if batch else "jobs"
         parser = EventParser()
-        with self._reaching(), self._http.stream(
-            "GET", f"/v1/{kind}/{job_or_batch}/events", timeout=http_timeout(self.timeout + 30)
-        ) as response:  # fmt: skip
+        with (
+            self._reaching(),
+            self._http.stream(
+                "GET", f"/v1/{kind}/{job_or_batch}/events", timeout=http_timeout(self.timeout + 30)
+            ) as response,
+        ):
             checked_stream(response)
             for line in response.iter_lines():
                 if (event := parser.line(line)) is not None:

@@ -144,9 +144,13 @@ def _metadata(name: str, component: str) -> dict[str, Any]:
 
 
 def _stream_trigger(
-    settings: Settings, name: str, stream: str, target: dict[str, str], group: str,
+    settings: Settings,
+    name: str,
+    stream: str,
+    target: dict[str, str],
+    group: str,
     goal: dict[str, str],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     metadata = {"stream": stream, "consumerGroup": group, **target, **goal}
     # KEDA activates when the count is strictly above this: 0 means one queued job wakes it.
     metadata["activationLagCount"] = "0"
@@ -164,9 +168,13 @@ def _partition_name(name: str, partition: int, partitions: int) -> str:
 
 
 def _lag_and_pending(
-    settings: Settings, namespace: str, group: str, streams: list[tuple[str, str]],
-    lag_target: int, pending_target: int,
-) -> list[dict[str, Any]]:  # fmt: skip
+    settings: Settings,
+    namespace: str,
+    group: str,
+    streams: list[tuple[str, str]],
+    lag_target: int,
+    pending_target: int,
+) -> list[dict[str, Any]]:
     """A lag trigger (scale out) and a pending trigger (keep while in flight) per
     (name, stream)."""
     target = redis_target(settings, namespace)
@@ -389,12 +397,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     defaults = argparse.ArgumentDefaultsHelpFormatter
     keda = sub.add_parser(
-        "keda", formatter_class=defaults, help="render the KEDA objects from OCRQ_* settings",
+        "keda",
+        formatter_class=defaults,
+        help="render the KEDA objects from OCRQ_* settings",
         description="Render the KEDA ScaledObjects, TriggerAuthentication and Redis ACL that "
         "scale the workers (and vLLM) on the lanes' backlog, down to zero, and the Redis ACL "
         "rules of the producer and the workers. They are generated from the same settings "
         "the code reads, so a changed prefix or lane follows.",
-    )  # fmt: skip
+    )
     keda.add_argument("--out", type=Path, help="write the files here instead of stdout")
     keda.add_argument(
         "--env-from",
@@ -408,17 +418,20 @@ def _parser() -> argparse.ArgumentParser:
         "--prometheus-url", default=DEFAULT_PROMETHEUS, help="where KEDA reads vLLM's metrics"
     )
     sizing = sub.add_parser(
-        "sizing", formatter_class=defaults, help="print the /dev/shm size a worker needs",
+        "sizing",
+        formatter_class=defaults,
+        help="print the /dev/shm size a worker needs",
         description="Print the /dev/shm (memory-backed emptyDir) a worker needs for its pages "
         "in flight at the configured DPI, engine concurrency and image size limit.",
-    )  # fmt: skip
+    )
     sizing.add_argument("--dpi", type=int, default=None, help="DPI (default: OCRQ_DEFAULT_DPI)")
     sizing.add_argument("--env-from", type=Path, help="a ConfigMap manifest to read settings from")
     acl = sub.add_parser(
-        "acl", help="print the producer's and the workers' Redis users (ACL file lines)",
+        "acl",
+        help="print the producer's and the workers' Redis users (ACL file lines)",
         description="Print an ACL file line per role (producer, worker) with only the commands "
         "and keys it uses; replace the PASSWORD placeholders (hex) before loading them.",
-    )  # fmt: skip
+    )
     acl.add_argument("--env-from", type=Path, help="a ConfigMap manifest to read settings from")
     return parser
 

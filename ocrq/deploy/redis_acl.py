@@ -59,33 +59,74 @@ NOT_KEY_KINDS = frozenset({"pick_tag", "streams", "lane_streams"})
 
 # The scripts each role runs (a script's "Caller:" header says the same; a test checks).
 SCRIPT_ROLES: dict[str, Role] = {
-    "cancel": "producer", "batch_open": "producer", "batch_seal": "producer",
-    "claim": "worker", "progress": "worker", "finish": "worker", "touch": "worker",
-    "release": "worker", "poison": "worker", "prune": "worker", "webhook_state": "worker",
-}  # fmt: skip
+    "cancel": "producer",
+    "batch_open": "producer",
+    "batch_seal": "producer",
+    "claim": "worker",
+    "progress": "worker",
+    "finish": "worker",
+    "touch": "worker",
+    "release": "worker",
+    "poison": "worker",
+    "prune": "worker",
+    "webhook_state": "worker",
+}
 
 # Both roles: health checks and pub/sub keep-alives, and the scripts (redis-py sends
 # EVALSHA, and SCRIPT LOAD when the server does not have the script yet).
 COMMON_COMMANDS = ("ping", "evalsha", "script|load")
 PRODUCER_COMMANDS = (
     # shared/enqueue.py: the reads that check, then one MULTI/EXEC, WATCHing the idem key
-    "watch", "unwatch", "multi", "exec", "discard", "get", "exists", "xlen", "zcard",
-    "hset", "xgroup|create", "xadd", "set", "zadd", "zremrangebyrank", "expire", "hincrby",
+    "watch",
+    "unwatch",
+    "multi",
+    "exec",
+    "discard",
+    "get",
+    "exists",
+    "xlen",
+    "zcard",
+    "hset",
+    "xgroup|create",
+    "xadd",
+    "set",
+    "zadd",
+    "zremrangebyrank",
+    "expire",
+    "hincrby",
     "rpush",
     "zrange",  # a tenant at OCRQ_MAX_TENANT_BACKLOG: its oldest active jobs are checked
     "wait",  # shared/replicas.py
     # shared/store.py: polls, the tenant's job list, /readyz and /metrics
-    "hmget", "hget", "zrem", "zrevrange", "xinfo|groups", "info",
+    "hmget",
+    "hget",
+    "zrem",
+    "zrevrange",
+    "xinfo|groups",
+    "info",
     # shared/batch_store.py: reads, the delete, the sweep of batches left open
-    "del", "hgetall", "lrange", "zrangebyscore", "publish",
-    "subscribe", "unsubscribe",  # producer/events.py: the events channel
-)  # fmt: skip
+    "del",
+    "hgetall",
+    "lrange",
+    "zrangebyscore",
+    "publish",
+    "subscribe",
+    "unsubscribe",  # producer/events.py: the events channel
+)
 WORKER_COMMANDS = (
     # consumer/worker.py: the lanes' entries, reclaims, its own pending entries
-    "xreadgroup", "xautoclaim", "xpending", "xrange", "xack", "xdel", "xgroup|create",
-    "xclaim", "hmget", "hgetall",  # consumer/webhooks.py
+    "xreadgroup",
+    "xautoclaim",
+    "xpending",
+    "xrange",
+    "xack",
+    "xdel",
+    "xgroup|create",
+    "xclaim",
+    "hmget",
+    "hgetall",  # consumer/webhooks.py
     "hget",  # consumer/heartbeat.py: the job's status
-)  # fmt: skip
+)
 PYTHON_COMMANDS: dict[Role, tuple[str, ...]] = {
     "producer": PRODUCER_COMMANDS,
     "worker": WORKER_COMMANDS,
@@ -93,10 +134,25 @@ PYTHON_COMMANDS: dict[Role, tuple[str, ...]] = {
 # A cluster client reads the slot map and the command table (to find each command's keys).
 CLUSTER_COMMANDS = ("cluster|slots", "command")
 # Redis 7.0 commands whose permission is given per subcommand.
-CONTAINERS = frozenset({
-    "acl", "client", "cluster", "command", "config", "function", "latency", "memory",
-    "module", "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
-})  # fmt: skip
+CONTAINERS = frozenset(
+    {
+        "acl",
+        "client",
+        "cluster",
+        "command",
+        "config",
+        "function",
+        "latency",
+        "memory",
+        "module",
+        "object",
+        "pubsub",
+        "script",
+        "slowlog",
+        "xgroup",
+        "xinfo",
+    }
+)
 
 _CALL = re.compile(r"""redis\.p?call\(\s*['"](\w+)['"]\s*(?:,\s*(['"]?)(\w*))?""")
 _CALLER = re.compile(r"^-- .*?Callers?: (.*)$", re.MULTILINE)

@@ -20,7 +20,7 @@ from ocrq.shared.egress import (
     pinned_client,
     resolve_checked,
     send,
-)  # fmt: skip
+)
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 MAX_REDIRECTS = 5
@@ -31,9 +31,14 @@ PRIVATE_ENV = "OCRQ_MCP_ALLOW_PRIVATE_URLS"
 
 
 async def fetch_url(
-    url: str, *, allow_private: bool, max_bytes: int, timeout_s: float,
-    resolve: Resolver | None = None, blocked: AddressPolicy | None = None,
-) -> bytes:  # fmt: skip
+    url: str,
+    *,
+    allow_private: bool,
+    max_bytes: int,
+    timeout_s: float,
+    resolve: Resolver | None = None,
+    blocked: AddressPolicy | None = None,
+) -> bytes:
     """The body of an http(s) URL, redirects followed and checked, all within ``timeout_s``.
 
     ``resolve`` and ``blocked`` replace the system resolver and the address policy (tests).
@@ -50,18 +55,27 @@ async def fetch_url(
 
 
 async def follow(
-    http: httpx.AsyncClient, url: str, deadline: float, allow_private: bool, max_bytes: int,
-    resolve: Resolver | None, blocked: AddressPolicy | None,
-) -> bytes:  # fmt: skip
+    http: httpx.AsyncClient,
+    url: str,
+    deadline: float,
+    allow_private: bool,
+    max_bytes: int,
+    resolve: Resolver | None,
+    blocked: AddressPolicy | None,
+) -> bytes:
     """GET ``url`` and the redirects it leads to, each hop's address checked before use."""
     loop = asyncio.get_running_loop()
     current = url
     for hop in range(MAX_REDIRECTS + 1):
         target = await checked(current, url, hop, allow_private, deadline, resolve, blocked)
         reply = await send(
-            http, "GET", target, headers={"accept": "*/*"},
-            deadline_s=max(deadline - loop.time(), 0.001), max_bytes=max_bytes,
-        )  # fmt: skip
+            http,
+            "GET",
+            target,
+            headers={"accept": "*/*"},
+            deadline_s=max(deadline - loop.time(), 0.001),
+            max_bytes=max_bytes,
+        )
         location = reply.headers.get("location")
         if reply.status in REDIRECTS and location:
             current = str(httpx.URL(current).join(location).copy_with(fragment=None))
@@ -75,9 +89,14 @@ async def follow(
 
 
 async def checked(
-    current: str, url: str, hop: int, allow_private: bool, deadline: float,
-    resolve: Resolver | None, blocked: AddressPolicy | None,
-) -> Target:  # fmt: skip
+    current: str,
+    url: str,
+    hop: int,
+    allow_private: bool,
+    deadline: float,
+    resolve: Resolver | None,
+    blocked: AddressPolicy | None,
+) -> Target:
     """The checked target of one hop; its refusal names the hop and how to allow it."""
     where = current if hop == 0 else f"{url} redirected to {current}"
     if urlsplit(current).scheme not in ("http", "https"):
@@ -85,9 +104,12 @@ async def checked(
     timeout = max(min(RESOLVE_TIMEOUT_S, deadline - asyncio.get_running_loop().time()), 0.001)
     try:
         return await resolve_checked(
-            current, allow_private=allow_private, timeout_s=timeout,
-            resolve=resolve, blocked=blocked,
-        )  # fmt: skip
+            current,
+            allow_private=allow_private,
+            timeout_s=timeout,
+            resolve=resolve,
+            blocked=blocked,
+        )
     except BlockedTarget as e:
         message = f"{where}: {e.message} ({PRIVATE_ENV}=true allows it)"
         raise OcrqError(e.code, message) from e

@@ -115,9 +115,11 @@ async def fetch(url: str, config: McpConfig) -> bytes:
     if urlsplit(url).scheme not in ("http", "https"):
         raise InputError(ErrorCode.INVALID_REQUEST, f"{url}: only http(s) URLs are fetched")
     return await fetch_url(
-        url, allow_private=config.allow_private_urls, max_bytes=config.max_bytes,
+        url,
+        allow_private=config.allow_private_urls,
+        max_bytes=config.max_bytes,
         timeout_s=config.fetch_timeout_s,
-    )  # fmt: skip
+    )
 
 
 def parse_pages(spec: str | None) -> PageRanges | None:

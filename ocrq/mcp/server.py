@@ -127,9 +127,12 @@ class Tools:
         return AsyncClient(self.config.url, self.config.api_key)
 
     async def submit(
-        self, client: AsyncClient, given: tuple[str | None, str | None, str | None],
-        filename: str | None, **options: Any,
-    ) -> str:  # fmt: skip
+        self,
+        client: AsyncClient,
+        given: tuple[str | None, str | None, str | None],
+        filename: str | None,
+        **options: Any,
+    ) -> str:
         """Upload the document given as (path, url, content_base64); the job id."""
         source, name = await load_document(self.config, *given)
         job = await client.submit(source, filename=filename or name, **options)
@@ -137,20 +140,35 @@ class Tools:
 
     @coded_errors
     async def ocr_document(
-        self, ctx: Context[Any, Any], path: LocalPath = None, url: Url = None,
-        content_base64: Base64 = None, filename: Filename = None, pages: Pages = None,
-        dpi: Dpi = None, max_pages: MaxPages = None, text_layer: TextLayer = None,
-        languages: Languages = None, lane: Lane = None, profile: Profile = None,
+        self,
+        ctx: Context[Any, Any],
+        path: LocalPath = None,
+        url: Url = None,
+        content_base64: Base64 = None,
+        filename: Filename = None,
+        pages: Pages = None,
+        dpi: Dpi = None,
+        max_pages: MaxPages = None,
+        text_layer: TextLayer = None,
+        languages: Languages = None,
+        lane: Lane = None,
+        profile: Profile = None,
         timeout_s: Annotated[float, Field(description="seconds to wait", gt=0)] = DEFAULT_TIMEOUT_S,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """OCR one document (path, url or content_base64), waiting; its Markdown (pages: a part)."""
         parse_pages(pages)  # a bad selection fails before anything is uploaded
         async with self.client() as client:
             job_id = await self.submit(
-                client, (path, url, content_base64), filename,
-                dpi=dpi, max_pages=max_pages, text_layer=text_layer, languages=languages,
-                lane=lane, profile=profile,
-            )  # fmt: skip
+                client,
+                (path, url, content_base64),
+                filename,
+                dpi=dpi,
+                max_pages=max_pages,
+                text_layer=text_layer,
+                languages=languages,
+                lane=lane,
+                profile=profile,
+            )
             view = await follow(client, job_id, ctx, timeout_s)
             if view.status != Status.DONE:
                 raise JobFailed.of(view)
@@ -159,25 +177,39 @@ class Tools:
 
     @coded_errors
     async def submit_document(
-        self, path: LocalPath = None, url: Url = None, content_base64: Base64 = None,
-        filename: Filename = None, dpi: Dpi = None, max_pages: MaxPages = None,
-        text_layer: TextLayer = None, languages: Languages = None, lane: Lane = None,
+        self,
+        path: LocalPath = None,
+        url: Url = None,
+        content_base64: Base64 = None,
+        filename: Filename = None,
+        dpi: Dpi = None,
+        max_pages: MaxPages = None,
+        text_layer: TextLayer = None,
+        languages: Languages = None,
+        lane: Lane = None,
         profile: Profile = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> dict[str, Any]:
         """Queue one document (give path, url or content_base64); its job id, at once."""
         async with self.client() as client:
             job_id = await self.submit(
-                client, (path, url, content_base64), filename,
-                dpi=dpi, max_pages=max_pages, text_layer=text_layer, languages=languages,
-                lane=lane, profile=profile,
-            )  # fmt: skip
+                client,
+                (path, url, content_base64),
+                filename,
+                dpi=dpi,
+                max_pages=max_pages,
+                text_layer=text_layer,
+                languages=languages,
+                lane=lane,
+                profile=profile,
+            )
             return job_json(await client.status(job_id))
 
     @coded_errors
     async def get_job(
-        self, job_id: JobId,
+        self,
+        job_id: JobId,
         wait_s: Annotated[int, Field(description=WAIT_HELP, ge=0, le=60)] = 0,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> dict[str, Any]:
         """A job's status, progress (pages done of total), timestamps and error."""
         async with self.client() as client:
             return job_json(await client.status(job_id, wait=wait_s))
@@ -252,27 +284,31 @@ def build_server(config: McpConfig) -> MCPServer[Any]:
     server.add_tool(tools.get_result, structured_output=False)
     server.add_tool(tools.cancel_job)
     server.resource(
-        "ocrq://jobs/{id}", name="job_markdown", mime_type="text/markdown",
+        "ocrq://jobs/{id}",
+        name="job_markdown",
+        mime_type="text/markdown",
         description="a finished job's Markdown",
-    )(tools.job_markdown)  # fmt: skip
+    )(tools.job_markdown)
     return server
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The options of `ocrq mcp`."""
     parser = argparse.ArgumentParser(
-        prog="ocrq mcp", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="ocrq mcp",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Serve ocrq to MCP clients (stdio by default) through the producer's API.",
-    )  # fmt: skip
+    )
     url = os.environ.get("OCRQ_URL") or McpConfig.url
     parser.add_argument("--url", default=url, help="the producer's URL (env OCRQ_URL)")
     # No default shown: --help must not print the key from the environment.
     parser.add_argument("--api-key", help="API key for the producer (env OCRQ_API_KEY)")
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP, not stdio")
     parser.add_argument(
-        "--host", default="127.0.0.1",
+        "--host",
+        default="127.0.0.1",
         help=f"--http: address to listen on (off loopback: {TOKEN_ENV} required)",
-    )  # fmt: skip
+    )
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help="--http: port")
     return parser
 

@@ -38,9 +38,15 @@ SPOOL_WRITE = 1024 * 1024  # bytes gathered per write to the spool
 # encrypted method (NotImplementedError, RuntimeError), a name flagged UTF-8 that is not
 # (UnicodeDecodeError, a ValueError).
 UNREADABLE_MEMBER = (
-    zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError,
-    RuntimeError, OSError, ValueError,
-)  # fmt: skip
+    zipfile.BadZipFile,
+    zlib.error,
+    lzma.LZMAError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    OSError,
+    ValueError,
+)
 # What opening a damaged archive raises besides BadZipFile: a central directory naming an
 # unknown ZIP version (NotImplementedError), bad offsets or sizes (ValueError, EOFError).
 UNREADABLE_ARCHIVE = (zipfile.BadZipFile, OSError, NotImplementedError, ValueError, EOFError)
@@ -219,9 +225,13 @@ def check_zip(
 
 
 async def zip_members(
-    path: Path, settings: Settings, name: str | None, *, whole_request: bool = False,
+    path: Path,
+    settings: Settings,
+    name: str | None,
+    *,
+    whole_request: bool = False,
     gate: asyncio.Semaphore | None = None,
-) -> AsyncIterator[Part]:  # fmt: skip
+) -> AsyncIterator[Part]:
     """Each member of a ZIP file, read no further than the document limit.
 
     Members are unpacked one at a time per process (``gate``, the producer's decode gate):

@@ -151,7 +151,8 @@ async def batch_results(
         # The stored id (the id's shape was checked), never the path as sent.
         disposition = f'attachment; filename="batch-{safe_name(record.id)}.zip"'
         return Stream(
-            zip_of_markdown(rt, record.id), media_type="application/zip",
+            zip_of_markdown(rt, record.id),
+            media_type="application/zip",
             headers={"Content-Disposition": disposition},
-        )  # fmt: skip
+        )
     return Stream(json_lines(rt, batch_id), media_type="application/x-ndjson")

@@ -76,9 +76,15 @@ async def enqueue_part(
         media_type = sniffed(part.data, None, part.filename)
         job_id = new_job_id(tag_of(batch_id))  # the batch's jobs share its slot
         fields = new_job_fields(
-            job_id=job_id, tenant=tenant, filename=part.filename, media_type=media_type,
-            data=part.data, options=options, created_ms=now_ms(), batch=batch_id,
-        )  # fmt: skip
+            job_id=job_id,
+            tenant=tenant,
+            filename=part.filename,
+            media_type=media_type,
+            data=part.data,
+            options=options,
+            created_ms=now_ms(),
+            batch=batch_id,
+        )
         await rt.store.enqueue(job_id, "batch", fields, None, batch=batch_id)
         rt.metrics.accepted_bytes.inc(len(part.data))
     except OcrqError as e:
@@ -107,10 +113,13 @@ async def submit_batch(request: Request[Any, Any, Any], state: State) -> Respons
         await rt.batches.delete(batch_id)
         raise error or nothing_accepted(files)
     body = BatchAccepted(
-        id=batch_id, status="accepted", created_at=iso(now_ms()) or "", accepted=accepted,
+        id=batch_id,
+        status="accepted",
+        created_at=iso(now_ms()) or "",
+        accepted=accepted,
         rejected=[f for f in files if not f.id],
         error=ErrorBody(code=error.code.value, message=error.message) if error else None,
-    )  # fmt: skip
+    )
     return Response(body, headers={"Location": f"/v1/batches/{batch_id}"})
 
 
@@ -127,9 +136,12 @@ def nothing_accepted(files: list[BatchFile]) -> OcrqError:
 
 
 async def read_batch(
-    rt: Runtime, tenant: str, batch_id: str, options: JobOptions,
+    rt: Runtime,
+    tenant: str,
+    batch_id: str,
+    options: JobOptions,
     documents: AsyncIterator[Part],
-) -> tuple[list[BatchFile], OcrqError | None]:  # fmt: skip
+) -> tuple[list[BatchFile], OcrqError | None]:
     """Enqueue documents until the request ends; seal the batch whatever happens."""
     files: list[BatchFile] = []
     error: OcrqError | None = None
@@ -152,9 +164,12 @@ async def read_batch(
 
 @get("/v1/batches/{batch_id:str}", summary="A batch's counts, pages and jobs")
 async def get_batch(
-    request: Request[Any, Any, Any], state: State, batch_id: FromPath[str],
-    limit: PageLimit = 100, offset: PageOffset = 0,
-) -> BatchView:  # fmt: skip
+    request: Request[Any, Any, Any],
+    state: State,
+    batch_id: FromPath[str],
+    limit: PageLimit = 100,
+    offset: PageOffset = 0,
+) -> BatchView:
     """Counts by status, pages done/total, timestamps, and a page of its jobs in order."""
     rt, tenant = caller(request, state)
     record = await visible_batch(rt, batch_id, tenant)

@@ -70,11 +70,18 @@ async def batch_view(rt: Runtime, record: BatchRecord, limit: int, offset: int) 
     ]
     more = offset + limit < len(ids)
     return BatchView(
-        id=record.id, status=batch_status(record), counts=counts, pages=pages,
-        options=record.options, created_at=iso(record.created_at),
-        finished_at=iso(record.finished_at), rejected=record.rejected, jobs=page,
-        next_offset=offset + limit if more else None, webhook=record.webhook,
-    )  # fmt: skip
+        id=record.id,
+        status=batch_status(record),
+        counts=counts,
+        pages=pages,
+        options=record.options,
+        created_at=iso(record.created_at),
+        finished_at=iso(record.finished_at),
+        rejected=record.rejected,
+        jobs=page,
+        next_offset=offset + limit if more else None,
+        webhook=record.webhook,
+    )
 
 
 async def batch_accepted(rt: Runtime, record: BatchRecord) -> BatchAccepted:
@@ -86,6 +93,9 @@ async def batch_accepted(rt: Runtime, record: BatchRecord) -> BatchAccepted:
         for i, (job_id, row) in enumerate(zip(ids, rows, strict=True))
     ]
     return BatchAccepted(
-        id=record.id, status=batch_status(record), created_at=iso(record.created_at) or "",
-        accepted=accepted, rejected=record.rejected,
-    )  # fmt: skip
+        id=record.id,
+        status=batch_status(record),
+        created_at=iso(record.created_at) or "",
+        accepted=accepted,
+        rejected=record.rejected,
+    )

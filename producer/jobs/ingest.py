@@ -170,9 +170,11 @@ def decode_json_slowly(body: bytes, max_document: int, query: Query) -> Submissi
 
 
 async def read_json(
-    chunks: AsyncIterator[bytes], max_document: int, decode_gate: asyncio.Semaphore,
+    chunks: AsyncIterator[bytes],
+    max_document: int,
+    decode_gate: asyncio.Semaphore,
     query: Query,
-) -> Submission:  # fmt: skip
+) -> Submission:
     """Format 1: JSON with a base64 or data-URI document.
 
     Decoding runs in a thread, one at a time per process: several decoding threads would

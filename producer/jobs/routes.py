@@ -86,9 +86,15 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     job_id, created = new_job_id(rt.store.keys.pick_tag(tenant, idem)), now_ms()
     started = time.perf_counter()
     fields = new_job_fields(
-        job_id=job_id, tenant=tenant, filename=sub.filename, media_type=sub.media_type,
-        data=sub.data, options=sub.options, created_ms=created, callback=sub.options.callback_url,
-    )  # fmt: skip
+        job_id=job_id,
+        tenant=tenant,
+        filename=sub.filename,
+        media_type=sub.media_type,
+        data=sub.data,
+        options=sub.options,
+        created_ms=created,
+        callback=sub.options.callback_url,
+    )
     fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem)
     rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
     structlog.contextvars.bind_contextvars(job_id=job_id)
@@ -115,9 +121,16 @@ def known_job(job_id: str) -> str:
 
 
 SUMMARY_FIELDS = (
-    Field.STATUS, Field.FILENAME, Field.MEDIA_TYPE, Field.LANE, Field.PAGES_DONE,
-    Field.PAGES_TOTAL, Field.CREATED_AT, Field.FINISHED_AT, Field.ERROR,
-)  # fmt: skip
+    Field.STATUS,
+    Field.FILENAME,
+    Field.MEDIA_TYPE,
+    Field.LANE,
+    Field.PAGES_DONE,
+    Field.PAGES_TOTAL,
+    Field.CREATED_AT,
+    Field.FINISHED_AT,
+    Field.ERROR,
+)
 ListLimit = Annotated[int, Parameter(ge=1, le=100, description="Jobs per page (1-100)")]
 ListOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to skip, newest first")]
 
