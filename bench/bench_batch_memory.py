@@ -1,7 +1,7 @@
 """Producer memory and /healthz latency while clients send 1 GiB JSON and ZIP batches.
 
-    .venv/bin/python bench/bench_batch_memory.py --gib 1 --clients 4
-    .venv/bin/python bench/bench_batch_memory.py --scan-only [--scanner old_json_stream.py]
+    .venv/bin/python -m bench.bench_batch_memory --gib 1 --clients 4
+    .venv/bin/python -m bench.bench_batch_memory --scan-only [--scanner old_json_stream.py]
 
 Starts a private Redis and `ocrq producer` (uvicorn, one process, the ZIP spool in the
 scratch folder), writes one JSON batch body and one ZIP batch body of --gib GiB each to
@@ -28,7 +28,6 @@ import contextlib
 import importlib.util
 import json
 import multiprocessing
-import sys
 import threading
 import time
 import zipfile
@@ -42,13 +41,9 @@ from typing import Any
 import httpx
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # payloads
-
-from support import stack
-from support.payloads import small_pdf
-
 from ocrq.shared.embedded import free_port
+from tests.support import measuring, processes, services
+from tests.support.payloads import small_pdf
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -101,7 +96,9 @@ def probe(url: str, rate_hz: float, stop: Event, out: Any) -> None:
     with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
         client.get(url)  # the keep-alive connection is open before the measurement
         out.send("ready")
-        latencies, failures = stack.paced_probes(client, url, rate_hz, lambda: not stop.is_set())
+        latencies, failures = measuring.paced_probes(
+            client, url, rate_hz, lambda: not stop.is_set()
+        )
     out.send((latencies, failures))
     out.close()
 
@@ -277,8 +274,10 @@ def time_scanner(module: ModuleType, mib: int) -> None:
         scanner.close()
         seconds = time.perf_counter() - started
         assert out == count
-        print(f"{module.__file__}: {name}: {len(body) / MIB / seconds:.1f} MiB/s "
-              f"({len(body) / MIB:.0f} MiB in {seconds:.2f} s)")  # fmt: skip
+        print(
+            f"{module.__file__}: {name}: {len(body) / MIB / seconds:.1f} MiB/s "
+            f"({len(body) / MIB:.0f} MiB in {seconds:.2f} s)"
+        )
 
 
 def main() -> int:
@@ -301,7 +300,7 @@ def main() -> int:
     json_count = documents_for(args.gib, len(base64.b64encode(bytes(DOC_BYTES))) + 48)
     zip_count = documents_for(args.gib, DOC_BYTES + 120)  # + local header, directory entry
     limit = max(GIB, int(args.gib * GIB) + 16 * MIB)
-    with stack.scratch_dir() as tmp, stack.private_redis(tmp) as redis_url:
+    with services.scratch_dir() as tmp, services.private_redis(tmp) as redis_url:
         if args.keep_log:
             tmp = args.keep_log
         bodies = {"json": tmp / "batch.json", "zip": tmp / "batch.zip"}
@@ -309,14 +308,20 @@ def main() -> int:
         write_zip_body(bodies["zip"], zip_count, args.accept_every)
         (tmp / "spool").mkdir()
         env = {
-            "redis_url": redis_url, "log_format": "json", "log_level": "warning",
-            "max_batch_bytes": str(limit), "spool_dir": str(tmp / "spool"),
-            "spool_slots": str(args.clients), "max_backlog": "1000000",
-        }  # fmt: skip
+            "redis_url": redis_url,
+            "log_format": "json",
+            "log_level": "warning",
+            "max_batch_bytes": str(limit),
+            "spool_dir": str(tmp / "spool"),
+            "spool_slots": str(args.clients),
+            "max_backlog": "1000000",
+        }
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         command = ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-        with stack.ocrq_process("producer", command, env, f"{url}/healthz", tmp / "p.log") as proc:
+        with processes.ocrq_process(
+            "producer", command, env, f"{url}/healthz", tmp / "p.log"
+        ) as proc:
             baseline = Sampler(proc.pid).rss()
             print(
                 f"producer {url} (pid {proc.pid}); 1 MiB documents, 1 in {args.accept_every} a PDF"

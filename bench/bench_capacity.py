@@ -1,6 +1,6 @@
 """The pipeline against an engine of known capacity: how full ocrq keeps it, and idle latency.
 
-    .venv/bin/python bench/bench_capacity.py --engines 4x0.5,32x4 --workers 1,2 --repeats 3
+    .venv/bin/python -m bench.bench_capacity --engines 4x0.5,32x4 --workers 1,2 --repeats 3
 
 The fake vLLM runs C requests at once and spends L seconds per image, so it finishes at
 most C / L pages per second: its capacity. For each engine and worker count, a private
@@ -29,15 +29,12 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from sample_documents import text_pdf, text_png
-from support import stack
+from bench.sample_documents import text_pdf, text_png
+from tests.support import measuring, services
 
 OPTIONS = {"dpi": "100", "text_layer": "off", "batch_size": "1"}
 SAMPLE_S = 0.05  # how often the fake's running requests are sampled
@@ -106,12 +103,12 @@ async def run_workload(url: str, fake_url: str, engine: Engine, work: Workload, 
     samples: list[tuple[float, int]] = []
     sampler = asyncio.create_task(sample_running(fake_url, samples))
     t0 = time.monotonic()
-    async with httpx.AsyncClient(timeout=stack.POLL_WAIT_S + 30, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=measuring.POLL_WAIT_S + 30, limits=limits) as client:
 
         async def run_one(document: bytes) -> dict[str, Any]:
             # Poll right after the submit: a connection left idle past uvicorn's keep-alive
             # (5 s) while the other submits finish is closed under the next request.
-            return await stack.finish_job(
+            return await measuring.finish_job(
                 client, url, await submit(client, url, document, work.media_type)
             )
 
@@ -124,8 +121,8 @@ async def run_workload(url: str, fake_url: str, engine: Engine, work: Workload, 
     failed = [v["id"] for v in views if v["status"] != "done"]
     if failed:
         raise RuntimeError(f"{len(failed)} jobs did not finish: {failed[:3]}")
-    start = min(stack.epoch(v["created_at"]) for v in views)
-    end = max(stack.epoch(v["finished_at"]) for v in views)
+    start = min(measuring.epoch(v["created_at"]) for v in views)
+    end = max(measuring.epoch(v["finished_at"]) for v in views)
     return Run(end - start, steady_share(samples, engine, t0, t1))
 
 
@@ -135,10 +132,12 @@ async def lone_latency(url: str, body: bytes, rounds: int) -> list[float]:
     The worker's own stage timings go to stderr (median ms): where the overhead goes.
     """
     seconds, stages = [], list[dict[str, int]]()
-    async with httpx.AsyncClient(timeout=stack.POLL_WAIT_S + 30) as client:
+    async with httpx.AsyncClient(timeout=measuring.POLL_WAIT_S + 30) as client:
         for _ in range(rounds):
             started = time.perf_counter()
-            view = await stack.finish_job(client, url, await submit(client, url, body, "image/png"))
+            view = await measuring.finish_job(
+                client, url, await submit(client, url, body, "image/png")
+            )
             if view["status"] != "done":
                 raise RuntimeError(f"lone job ended {view['status']}")
             seconds.append(time.perf_counter() - started)
@@ -181,13 +180,13 @@ def measure(engine: Engine, workers: int, loads: list[Workload], args: argparse.
     cells = []
     env = dict(pair.split("=", 1) for pair in args.worker_env)
     with contextlib.ExitStack() as procs:
-        tmp = procs.enter_context(stack.scratch_dir())
-        redis_url = procs.enter_context(stack.private_redis(tmp))
-        fake = procs.enter_context(stack.fake_vllm(engine.latency_s, engine.slots))
-        url = procs.enter_context(stack.producer(redis_url, tmp))
+        tmp = procs.enter_context(services.scratch_dir())
+        redis_url = procs.enter_context(services.private_redis(tmp))
+        fake = procs.enter_context(services.fake_vllm(engine.latency_s, engine.slots))
+        url = procs.enter_context(services.producer(redis_url, tmp))
         for n in range(workers):
             (tmp / f"w{n}").mkdir()
-            procs.enter_context(stack.worker(redis_url, fake.url, tmp / f"w{n}", **env))
+            procs.enter_context(services.worker(redis_url, fake.url, tmp / f"w{n}", **env))
         asyncio.run(lone_latency(url, loads[0].documents[0], 1))  # warm-up: pools, connections
         for work in loads if args.repeats else []:  # --repeats 0: the idle latency alone
             cells += workload_cells(engine, fake, url, work, args)
@@ -204,9 +203,12 @@ def main() -> int:
     parser.add_argument("--lone", type=int, default=10, help="lone jobs for the idle latency")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-workload deadline (s)")
     parser.add_argument(
-        "--worker-env", action="append", default=[], metavar="NAME=VALUE",
+        "--worker-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="a worker setting without the OCRQ_ prefix (e.g. max_jobs=16); repeatable",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     loads = [
         Workload("200 x 1-page PNG", [text_png(i) for i in range(200)], "image/png", 200),

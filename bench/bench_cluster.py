@@ -1,6 +1,6 @@
 """One Redis against a 3-master Redis Cluster on the same box: ingest, and the pub/sub choice.
 
-    .venv/bin/python bench/bench_cluster.py --repeats 3 --clients 16
+    .venv/bin/python -m bench.bench_cluster --repeats 3 --clients 16
 
 Everything runs on this machine, side by side in one run, so a cluster shows its overhead
 here, not the gain of more machines (docs/scaling.md, "Outgrowing one Redis"). It starts a
@@ -52,30 +52,22 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-
-import bench_enqueue  # noqa: E402  (bench/: it imports bench/stack.py as `stack` first)
-from support import stack  # noqa: E402
-
-sys.path.append(
-    str(ROOT / "tests")
-)  # appended: tests/support/stack.py must not shadow bench/stack.py
-
-from support.redis_servers import FAST_SYNC, Cluster, start_cluster, wait_until  # noqa: E402
-
-from ocrq.shared.embedded import EmbeddedServer, start_server  # noqa: E402
-from ocrq.shared.keys import partition_tags  # noqa: E402
+from bench import arguments, bench_enqueue
+from ocrq.shared.embedded import EmbeddedServer, start_server
+from ocrq.shared.keys import partition_tags
+from tests.support import measuring, services
+from tests.support.processes import wait_until
+from tests.support.redis_servers import FAST_SYNC, Cluster, start_cluster
 
 SIZES = {"100k": 100 * 1024, "1m": 1024 * 1024}
 PARTS = ("ingest", "pubsub", "wait")
 DOCS = {"100k": 600, "1m": 200}  # per phase and round
 SINGLE, CLUSTER3, CLUSTER1, WAIT = (
-    "single node", "cluster, 3 partitions", "cluster, 1 partition",
+    "single node",
+    "cluster, 3 partitions",
+    "cluster, 1 partition",
     "primary+replica, WAIT 1",
-)  # fmt: skip
+)
 PLAIN3 = "cluster, 3 partitions, plain client per master"
 RAW, OCRQ1, OCRQ2 = "raw Redis ceiling (MULTI HSET+XADD)", "ocrq, 1 process", "ocrq, 2 processes"
 EVENT = json.dumps({"id": "p1." + "x" * 22, "status": "running", "pages_done": 3}).encode()
@@ -143,7 +135,9 @@ async def raw_cluster_limit(
             tag, job_id = tags[n % len(tags)], secrets.token_urlsafe(16)
             target: Any = direct[tag] if plain else cluster
             async with target.pipeline(transaction=True) as pipe:
-                pipe.hset(f"raw:{{{tag}}}:job:{job_id}", mapping=stack.raw_job_fields(job_id, data))
+                pipe.hset(
+                    f"raw:{{{tag}}}:job:{job_id}", mapping=measuring.raw_job_fields(job_id, data)
+                )
                 pipe.xadd(f"raw:{{{tag}}}:stream", {"id": job_id})
                 await pipe.execute()
 
@@ -209,7 +203,7 @@ def producer_phases(
         folder = base / f"producer{i}"
         folder.mkdir()
         url = stop.enter_context(
-            stack.producer(redis_url, folder, workers, max_backlog="1000000", **env)
+            services.producer(redis_url, folder, workers, max_backlog="1000000", **env)
         )
 
         def upload(name: str, url: str = url) -> float:
@@ -233,8 +227,11 @@ def run_ingest(phases: list[Phase], sizes: list[str], repeats: int) -> None:
                 phase.flush()
                 rate = phase.run(name)
                 phase.rates.setdefault(name, []).append(rate)
-                print(f"  round {round_no + 1} {name} {phase.row} / {phase.topology}: "
-                      f"{rate:,.1f}/s", file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"  round {round_no + 1} {name} {phase.row} / {phase.topology}: {rate:,.1f}/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 def spread(values: list[float], digits: int = 1) -> str:
@@ -447,13 +444,13 @@ def wait_cost(port: int, samples: int) -> list[str]:
 def parse_args() -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=stack.names_of(SIZES), default="100k,1m")
+    p.add_argument("--sizes", type=arguments.names_of(SIZES), default="100k,1m")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--scale", type=int, default=1, help="divide the document counts by this")
     p.add_argument("--min-docs", type=int, default=20)
     p.add_argument("--no-wait", action="store_true", help="skip the WAIT row")
-    p.add_argument("--parts", type=stack.names_of(PARTS), default="ingest,pubsub,wait")
+    p.add_argument("--parts", type=arguments.names_of(PARTS), default="ingest,pubsub,wait")
     p.add_argument("--messages", type=int, default=10_000, help="pub/sub messages per round")
     p.add_argument("--samples", type=int, default=1_000, help="latency samples per round")
     return p.parse_args()
@@ -463,9 +460,11 @@ def main() -> None:
     """Start the topologies, run the parts asked for, print the tables, stop everything."""
     args = parse_args()
     sizes, parts = args.sizes, args.parts
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()}, `{' '.join(sys.argv)}`")  # fmt: skip
-    with stack.scratch_dir() as tmp, contextlib.ExitStack() as stop:
+    print(
+        f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()}, `{' '.join(sys.argv)}`"
+    )
+    with services.scratch_dir() as tmp, contextlib.ExitStack() as stop:
         servers = start_servers(tmp, stop)
         with redis.Redis(port=servers.single.port) as r:
             print(f"redis-server {r.info('server')['redis_version']}, AOF off")

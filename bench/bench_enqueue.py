@@ -1,6 +1,6 @@
 """Ingest throughput against the raw Redis limit and a minimal FastAPI peer, side by side.
 
-    .venv/bin/python bench/bench_enqueue.py --sizes 100k,1m,10m --repeats 3
+    .venv/bin/python -m bench.bench_enqueue --sizes 100k,1m,10m --repeats 3
 
 For each document size, in one run on one private Redis (AOF off, then AOF everysec):
 
@@ -36,13 +36,12 @@ import httpx
 import redis
 import redis.asyncio as aioredis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from support import stack
-
+from bench import arguments
 from ocrq.shared.embedded import free_port, start_server
+from tests.support import measuring, processes, services
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent  # `python -m bench.bench_enqueue` runs from here
 SIZES = {"100k": 100 * 1024, "1m": 1024 * 1024, "10m": 10 * 1024 * 1024 - 4096}
 DOCS = {"100k": 2000, "1m": 600, "10m": 60}  # per phase: ~1 GB at most in Redis
 
@@ -61,7 +60,7 @@ async def raw_limit(url: str, data: bytes, count: int, clients: int) -> float:
         for _ in todo:
             job_id = secrets.token_urlsafe(16)
             async with pool.pipeline(transaction=True) as pipe:
-                pipe.hset(f"raw:job:{job_id}", mapping=stack.raw_job_fields(job_id, data))
+                pipe.hset(f"raw:job:{job_id}", mapping=measuring.raw_job_fields(job_id, data))
                 pipe.xadd("raw:stream", {"id": job_id})
                 await pipe.execute()
 
@@ -74,10 +73,15 @@ async def raw_limit(url: str, data: bytes, count: int, clients: int) -> float:
 
 def http_load(url: str, kind: str, size: int, count: int, clients: int) -> float:
     """jobs/s of `count` uploads of one kind from a separate process (C concurrent)."""
+    client = ["--client", url, kind, str(size), str(count), str(clients)]
     done = subprocess.run(
-        [sys.executable, __file__, "--client", url, kind, str(size), str(count), str(clients)],
-        capture_output=True, text=True, check=True, timeout=1800,
-    )  # fmt: skip
+        [sys.executable, "-m", "bench.bench_enqueue", *client],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -92,12 +96,14 @@ async def client_main(url: str, kind: str, size: int, count: int, clients: int) 
 
         async def send() -> httpx.Response:
             if kind == "raw":
-                return await http.post("/v1/jobs", content=data,
-                                       headers={"content-type": "application/pdf"})  # fmt: skip
+                return await http.post(
+                    "/v1/jobs", content=data, headers={"content-type": "application/pdf"}
+                )
             if kind == "multipart":
                 return await http.post("/v1/jobs", files={"file": ("d.pdf", data)})
-            return await http.post("/v1/jobs", content=json_body,
-                                   headers={"content-type": "application/json"})  # fmt: skip
+            return await http.post(
+                "/v1/jobs", content=json_body, headers={"content-type": "application/json"}
+            )
 
         async def client() -> None:
             for _ in todo:
@@ -116,18 +122,33 @@ def fastapi_peer(redis_url: str, log: Path) -> Iterator[str]:
     env = {**os.environ, "REDIS_URL": redis_url}
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--app-dir", str(HERE), "peer_fastapi:app",
-             "--port", str(port), "--loop", "uvloop", "--http", "httptools",
-             "--no-access-log", "--log-level", "warning"],
-            env=env, stdout=subprocess.DEVNULL, stderr=out,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(HERE),
+                "peer_fastapi:app",
+                "--port",
+                str(port),
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        stack.wait_http(f"{url}/docs", proc, log)
+        processes.wait_http(f"{url}/docs", proc, 30.0, log)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(15)
+        processes.stop(proc, processes.STOP_TIMEOUT_S)
 
 
 def measure(
@@ -155,20 +176,30 @@ def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[
     rows = []
     try:
         flush = sync.flushall
-        rows.append(measure("raw Redis limit (MULTI HSET+XADD)",
-                            lambda: asyncio.run(raw_limit(server.url, data, count, c)),
-                            args.repeats, flush))  # fmt: skip
+        rows.append(
+            measure(
+                "raw Redis limit (MULTI HSET+XADD)",
+                lambda: asyncio.run(raw_limit(server.url, data, count, c)),
+                args.repeats,
+                flush,
+            )
+        )
         for workers in (1, 2):
-            with stack.producer(server.url, tmp, workers, max_backlog="1000000") as url:
+            with services.producer(server.url, tmp, workers, max_backlog="1000000") as url:
                 for kind in ("raw", "multipart", "json") if workers == 1 else ("raw",):
                     load = functools.partial(http_load, url, kind, size, count, c)
                     rows.append(
                         measure(f"ocrq {kind} ({workers} process)", load, args.repeats, flush)
                     )
         with fastapi_peer(server.url, tmp / "peer.log") as url:
-            rows.append(measure("FastAPI peer raw (1 process)",
-                                lambda: http_load(url, "raw", size, count, c),
-                                args.repeats, flush))  # fmt: skip
+            rows.append(
+                measure(
+                    "FastAPI peer raw (1 process)",
+                    lambda: http_load(url, "raw", size, count, c),
+                    args.repeats,
+                    flush,
+                )
+            )
     finally:
         sync.close()
         server.stop()
@@ -185,7 +216,7 @@ def main() -> None:
         print(asyncio.run(client_main(url, kind, int(size), int(count), int(clients))))
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", type=stack.names_of(SIZES), default="100k,1m,10m")
+    p.add_argument("--sizes", type=arguments.names_of(SIZES), default="100k,1m,10m")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--scale", type=int, default=1, help="divide the document counts by this")
@@ -194,7 +225,7 @@ def main() -> None:
     args = p.parse_args()
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load {os.getloadavg()}")
     aofs = {"off": [False], "everysec": [True], "both": [False, True]}[args.aof]
-    with stack.scratch_dir() as tmp:
+    with services.scratch_dir() as tmp:
         for aof in aofs:
             for name in args.sizes:
                 mode = "everysec" if aof else "off"

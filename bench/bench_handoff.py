@@ -1,6 +1,6 @@
 """Page handoff: base64 in the request body (data) vs a file:// URL vLLM reads (file).
 
-    .venv/bin/python bench/bench_handoff.py --dpis 150,200 --docs 6 --pages 4 --rounds 3
+    .venv/bin/python -m bench.bench_handoff --dpis 150,200 --docs 6 --pages 4 --rounds 3
 
 A private Redis, `ocrq producer` and the fake vLLM started as vLLM would be with
 ``--allowed-local-media-path``; the fake decodes every image fully (PyMuPDF), from the base64
@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,13 +29,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import msgspec
-from sample_documents import text_pdf
-from support import stack
 
+from bench.sample_documents import text_pdf
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.vllm import encode_body
 from ocrq.consumer.raster import render_pdf_page
@@ -45,6 +40,7 @@ from ocrq.fakevllm.config import FakeConfig
 from ocrq.fakevllm.protocol import parse_chat_request
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.profiles import get_profile
+from tests.support import measuring, services
 
 MODES = ("data", "file")
 TIMEOUT_S = 300.0  # one workload's deadline
@@ -96,20 +92,20 @@ async def submit_and_finish(client: httpx.AsyncClient, url: str, pdf: bytes, dpi
     r = await client.post(f"{url}/v1/jobs", content=pdf, params=options, headers=headers)
     if r.status_code != 202:
         raise RuntimeError(f"submit answered {r.status_code}: {r.text[:200]}")
-    return await stack.finish_job(client, url, r.json()["id"])
+    return await measuring.finish_job(client, url, r.json()["id"])
 
 
 async def run_jobs(url: str, documents: list[bytes], dpi: int, timeout_s: float) -> float:
     """Submit every document at once, wait for all; first created to last finished, in s."""
     limits = httpx.Limits(max_connections=len(documents) + 4)
-    async with httpx.AsyncClient(timeout=stack.POLL_WAIT_S + 30, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=measuring.POLL_WAIT_S + 30, limits=limits) as client:
         jobs = (submit_and_finish(client, url, pdf, dpi) for pdf in documents)
         views = await asyncio.wait_for(asyncio.gather(*jobs), timeout_s)
     failed = [v for v in views if v["status"] != "done"]
     if failed:
         raise RuntimeError(f"{len(failed)} jobs did not finish: {failed[0].get('error')}")
-    start = min(stack.epoch(v["created_at"]) for v in views)
-    return max(stack.epoch(v["finished_at"]) for v in views) - start
+    start = min(measuring.epoch(v["created_at"]) for v in views)
+    return max(measuring.epoch(v["finished_at"]) for v in views) - start
 
 
 @dataclass(frozen=True)
@@ -130,10 +126,13 @@ class Bench:
     def sample(self, dpi: int, mode: str) -> Sample:
         """The workload through a fresh worker in this mode, with the CPU and bytes it cost."""
         (self.tmp / mode).mkdir(exist_ok=True)
-        with stack.worker_process(
-            self.redis_url, self.fake.url, self.tmp / mode,
-            page_handoff=mode, raster_workers=str(self.args.raster_workers),
-        ) as worker:  # fmt: skip
+        with services.worker_process(
+            self.redis_url,
+            self.fake.url,
+            self.tmp / mode,
+            page_handoff=mode,
+            raster_workers=str(self.args.raster_workers),
+        ) as worker:
             asyncio.run(run_jobs(self.api, [text_pdf(999, 1)], dpi, TIMEOUT_S))  # warm-up
             return self.measure(worker.pid, dpi, mode)
 
@@ -170,14 +169,14 @@ def run(args: argparse.Namespace) -> list[Sample]:
     documents = [text_pdf(i, args.pages) for i in range(args.docs)]
     samples = []
     with contextlib.ExitStack() as procs:
-        tmp = procs.enter_context(stack.scratch_dir())
-        redis_url = procs.enter_context(stack.private_redis(tmp))
+        tmp = procs.enter_context(services.scratch_dir())
+        redis_url = procs.enter_context(services.private_redis(tmp))
         allowed = tmp / "file" / "shm" / "ocrq"  # where the file-mode worker puts its pages
         allowed.mkdir(parents=True)
         fake = procs.enter_context(
             FakeVllm(max_recorded=0, max_concurrency=64, allowed_local_media_path=str(allowed))
         )
-        api = procs.enter_context(stack.producer(redis_url, tmp))
+        api = procs.enter_context(services.producer(redis_url, tmp))
         bench = Bench(redis_url, api, fake, tmp, documents, args)
         for dpi, mode in schedule(args.dpis, args.rounds):
             samples.append(bench.sample(dpi, mode))
@@ -273,7 +272,7 @@ def main() -> int:
     samples = run(args)
     print(f"\nmedians of {args.rounds} rounds, {args.docs} x {args.pages}-page PDFs per workload")
     print_table(samples, args.dpis)
-    with stack.scratch_dir() as tmp:
+    with services.scratch_dir() as tmp:
         costs = {dpi: handoff_costs(dpi, tmp) for dpi in args.dpis}
     print("\none page, CPU ms in this process (no other work in the figure)")
     print_costs(costs)

@@ -1,6 +1,6 @@
 """Producer responsiveness: /healthz latency while 10 MB base64 JSON uploads are decoded.
 
-    .venv/bin/python bench/bench_ingest.py --seconds 20 --clients 4
+    .venv/bin/python -m bench.bench_ingest --seconds 20 --clients 4
 
 Starts a private Redis and `ocrq producer` (uvicorn, one process), then probes /healthz at a
 steady rate from a separate process with its own httpx client, in phases side by side: idle;
@@ -18,24 +18,19 @@ import base64
 import binascii
 import multiprocessing
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import httpx
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from support import stack
-
 from ocrq.producer.jobs.decoding import clean_slice
 from ocrq.producer.jobs.ingest import Query, SubmitPlain, decode_json_slowly, decode_json_submission
 from ocrq.shared.schemas import SubmitBody
+from tests.support import measuring, services
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PROBE_TIMEOUT_S = 10.0
@@ -48,7 +43,7 @@ def probe_healthz(url: str, seconds: float, rate_hz: float, conn: Connection) ->
     with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
         client.get(url)  # open the keep-alive connection outside the measurement
         deadline = time.perf_counter() + seconds
-        latencies, failures = stack.paced_probes(
+        latencies, failures = measuring.paced_probes(
             client, url, rate_hz, lambda: time.perf_counter() < deadline
         )
     conn.send((latencies, failures))
@@ -213,9 +208,14 @@ def busy_phase(url: str, upload: Upload, args: argparse.Namespace) -> Phase:
     if uploads.errors:
         print(f"upload errors ({len(uploads.errors)}), first: {uploads.errors[0]}")
     return Phase(
-        upload.name, latencies, failures, ended - started, len(upload.body),
-        uploads.between(started, ended), uploads.latencies,
-    )  # fmt: skip
+        upload.name,
+        latencies,
+        failures,
+        ended - started,
+        len(upload.body),
+        uploads.between(started, ended),
+        uploads.latencies,
+    )
 
 
 def print_table(phases: list[Phase], doc_bytes: int) -> None:
@@ -270,8 +270,8 @@ def main() -> int:
     if not args.no_raw:
         uploads.append(Upload("raw", document, "image/png"))
     env = {"max_backlog": "1000000000", "max_document_bytes": str(doc_bytes)}
-    with stack.scratch_dir() as tmp, stack.private_redis(tmp) as redis_url:
-        with stack.producer(redis_url, tmp, **env) as url:
+    with services.scratch_dir() as tmp, services.private_redis(tmp) as redis_url:
+        with services.producer(redis_url, tmp, **env) as url:
             print(f"producer {url}; idle phase: {args.seconds:g} s at {args.rate:g} probes/s")
             started = time.perf_counter()
             latencies, failures = run_probes(url, args.seconds, args.rate)

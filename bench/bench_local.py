@@ -1,6 +1,6 @@
 """Local CPU engine throughput: pages/s of RapidOCR at a given DPI, 1 vs 2 worker processes.
 
-    .venv/bin/python bench/bench_local.py --pages 10 --dpi 150
+    .venv/bin/python -m bench.bench_local --pages 10 --dpi 150
 
 Builds an N-page scanned-style PDF in memory (each page is a picture of text, no text
 layer), rasterises every page with PyMuPDF into PNG files (timed), then OCRs them through
@@ -20,7 +20,6 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 import argparse
 import asyncio
 import difflib
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,10 +27,7 @@ from pathlib import Path
 
 import pymupdf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from sample_documents import scanned_pdf
-
+from bench.sample_documents import scanned_pdf
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.rapidocr import RapidOcrEngine
 from ocrq.shared.settings import load_settings

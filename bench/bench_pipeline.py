@@ -1,6 +1,6 @@
 """End-to-end throughput with the fake vLLM: batch_size 1 vs 4, side by side in one run.
 
-    .venv/bin/python bench/bench_pipeline.py --docs 20 --pages 8
+    .venv/bin/python -m bench.bench_pipeline --docs 20 --pages 8
 
 Starts a private Redis, the fake vLLM (a fixed latency per image, a concurrency limit like
 vLLM's max_num_seqs), `ocrq producer` and one `ocrq worker` on the vLLM engine. For each
@@ -18,20 +18,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from sample_documents import text_pdf
-from support import stack
-
+from bench.sample_documents import text_pdf
 from ocrq.shared.schemas import TERMINAL
+from tests.support import services
 
 POLL_WAIT_S = 30
 HTTP_TIMEOUT_S = POLL_WAIT_S + 30
@@ -69,9 +64,14 @@ async def submit_and_wait(
             result = view.get("result") or {}
             timings, usage = result.get("timings", {}), result.get("usage", {})
             return JobOutcome(
-                view["status"], view["progress"]["pages_done"], submitted_at, time.perf_counter(),
-                usage.get("requests", 0), timings.get("raster_ms", 0), timings.get("infer_ms", 0),
-            )  # fmt: skip
+                view["status"],
+                view["progress"]["pages_done"],
+                submitted_at,
+                time.perf_counter(),
+                usage.get("requests", 0),
+                timings.get("raster_ms", 0),
+                timings.get("infer_ms", 0),
+            )
     raise TimeoutError(f"job {job_id} not terminal by the deadline: {view.get('status')}")
 
 
@@ -131,12 +131,18 @@ def measure(
     wall = max(o.finished_at for o in outcomes) - start
     latencies = [o.latency_s for o in outcomes]
     return Row(
-        batch_size, len(outcomes), sum(o.pages_done for o in outcomes if o.status == "done"),
-        sum(1 for o in outcomes if o.status != "done"), wall,
-        quantile(latencies, 0.50), quantile(latencies, 0.95), peak,
-        sum(o.requests for o in outcomes), sum(o.raster_ms for o in outcomes),
+        batch_size,
+        len(outcomes),
+        sum(o.pages_done for o in outcomes if o.status == "done"),
+        sum(1 for o in outcomes if o.status != "done"),
+        wall,
+        quantile(latencies, 0.50),
+        quantile(latencies, 0.95),
+        peak,
+        sum(o.requests for o in outcomes),
+        sum(o.raster_ms for o in outcomes),
         sum(o.infer_ms for o in outcomes),
-    )  # fmt: skip
+    )
 
 
 def print_table(rows: list[Row]) -> None:
@@ -175,9 +181,12 @@ def main() -> int:
     sizes = [int(s) for s in args.batch_sizes.split(",")]
     documents = [text_pdf(i, args.pages) for i in range(args.docs)]
     rows = []
-    with stack.scratch_dir() as tmp, stack.private_redis(tmp) as redis_url:
-        with stack.fake_vllm(args.latency_s, args.max_concurrency) as fake:
-            with stack.producer(redis_url, tmp) as url, stack.worker(redis_url, fake.url, tmp):
+    with services.scratch_dir() as tmp, services.private_redis(tmp) as redis_url:
+        with services.fake_vllm(args.latency_s, args.max_concurrency) as fake:
+            with (
+                services.producer(redis_url, tmp) as url,
+                services.worker(redis_url, fake.url, tmp),
+            ):
                 # Warm-up: the worker's raster pool and connections start outside the timing.
                 asyncio.run(run_round(url, [text_pdf(999, 2)], {"dpi": args.dpi}, args.timeout))
                 for size in sizes:

@@ -1,6 +1,6 @@
 """Rasterising: ocrq's renderer against a bare PyMuPDF loop and a pdftoppm subprocess.
 
-    .venv/bin/python bench/bench_raster.py --pages 30 --dpis 150,200 --repeats 3
+    .venv/bin/python -m bench.bench_raster --pages 30 --dpis 150,200 --repeats 3
 
 For a text PDF and a scanned PDF of N A4 pages, at each DPI, every method renders every page
 to PNG files under /dev/shm, interleaved repeat by repeat so that load hits them alike:
@@ -33,7 +33,6 @@ import multiprocessing
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,11 +40,8 @@ from pathlib import Path
 
 import pymupdf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from raster_formats import compare_formats
-from sample_documents import scanned_pdf, text_pdf
-
+from bench.raster_formats import compare_formats
+from bench.sample_documents import scanned_pdf, text_pdf
 from ocrq.consumer.main import raster_pool
 from ocrq.consumer.raster import PDF, Rasteriser, render_pdf_page
 from ocrq.shared.settings import Settings, load_settings
@@ -213,8 +209,10 @@ def main() -> int:
         docs["scan"].write_bytes(scan)
         pool = PoolMethod(settings)
         methods: dict[str, Method] = {
-            "bare": bare_loop, "ocrq 1 proc": ocrq_one_process, "ocrq pool": pool,
-        }  # fmt: skip
+            "bare": bare_loop,
+            "ocrq 1 proc": ocrq_one_process,
+            "ocrq pool": pool,
+        }
         if shutil.which("pdftoppm"):
             methods["pdftoppm"] = pdftoppm
         else:

@@ -26,10 +26,18 @@ async def submit(request: Request) -> Response:
     data = await request.body()
     job_id = secrets.token_urlsafe(16)
     async with pool.pipeline(transaction=True) as pipe:
-        pipe.hset(f"peer:job:{job_id}", mapping={
-            "id": job_id, "status": "queued", "tenant": "public", "media_type": "application/pdf",
-            "size": len(data), "created_at": int(time.time() * 1000), "payload": data,
-        })  # fmt: skip
+        pipe.hset(
+            f"peer:job:{job_id}",
+            mapping={
+                "id": job_id,
+                "status": "queued",
+                "tenant": "public",
+                "media_type": "application/pdf",
+                "size": len(data),
+                "created_at": int(time.time() * 1000),
+                "payload": data,
+            },
+        )
         pipe.xadd("peer:stream:interactive", {"id": job_id})
         await pipe.execute()
     return Response(f'{{"id":"{job_id}","status":"queued"}}', 202, media_type="application/json")

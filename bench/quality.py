@@ -1,7 +1,7 @@
 """OCR quality against ground truth: ocrq and Tesseract side by side, CER/WER and seconds per page.
 
-    .venv/bin/python bench/quality.py --pages 1              # a private stack, local engine
-    .venv/bin/python bench/quality.py --url http://127.0.0.1:8000 --api-key KEY --json q.json
+    .venv/bin/python -m bench.quality --pages 1              # a private stack, local engine
+    .venv/bin/python -m bench.quality --url http://127.0.0.1:8000 --api-key KEY --json q.json
 
 The corpus (default ../shared/corpus) holds images with truth in truth/<stem>.txt and
 born-digital PDFs whose text layer is the truth. Each PDF page is rendered at --dpi into an
@@ -23,7 +23,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,11 +33,8 @@ from typing import Any
 import httpx
 import pymupdf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from support import stack
-
 from ocrq.shared.schemas import TERMINAL
+from tests.support import measuring, services
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO.parent / "shared" / "corpus"
@@ -260,7 +256,7 @@ def run_ocrq(client: httpx.Client, case: Case, dpi: int) -> Score:
     result = client.get(f"/v1/jobs/{view['id']}/result").json()
     text = "\n\n".join(strip_markdown(page.get("markdown") or "") for page in result["pages"])
     if view.get("started_at") and view.get("finished_at"):
-        seconds = stack.epoch(view["finished_at"]) - stack.epoch(view["started_at"])
+        seconds = measuring.epoch(view["finished_at"]) - measuring.epoch(view["started_at"])
         return score(text, case.truth, seconds, "job timestamps")
     return score(text, case.truth, wall_s, "wall time")
 
@@ -395,10 +391,10 @@ def ocrq_client(args: argparse.Namespace) -> Iterator[httpx.Client]:
     with contextlib.ExitStack() as procs:
         url = args.url
         if url is None:
-            tmp = procs.enter_context(stack.scratch_dir())
-            redis_url = procs.enter_context(stack.private_redis(tmp))
-            url = procs.enter_context(stack.producer(redis_url, tmp))
-            worker = stack.worker(redis_url, None, tmp, health_timeout_s=120, engine=args.engine)
+            tmp = procs.enter_context(services.scratch_dir())
+            redis_url = procs.enter_context(services.private_redis(tmp))
+            url = procs.enter_context(services.producer(redis_url, tmp))
+            worker = services.worker(redis_url, None, tmp, health_timeout_s=120, engine=args.engine)
             procs.enter_context(worker)
             print(f"private stack: producer {url}, one worker, OCRQ_ENGINE={args.engine}")
         yield procs.enter_context(httpx.Client(base_url=url, headers=headers, timeout=timeout))
@@ -498,7 +494,7 @@ def main() -> None:
     env["tesseract"] = tesseract_version()
     if env["tesseract"] is None:
         print("tesseract is not on PATH: its columns are skipped")
-    with stack.scratch_dir() as tmp:
+    with services.scratch_dir() as tmp:
         cases = load_cases(args, tmp)
         print(f"{len(cases)} documents, {sum(c.pages for c in cases)} pages", flush=True)
         rows, env["ocrq_engine"] = run_all(cases, args, env["tesseract"] is not None)

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pymupdf
-from bench_local import char_match
 from PIL import Image
 
+from bench.bench_local import char_match
 from ocrq.consumer.engines import tesseract
 
 Encoder = Callable[[pymupdf.Pixmap], bytes]

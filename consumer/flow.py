@@ -1,7 +1,8 @@
 """How pages flow through one worker: rendered ahead of the engine, sent as slots free.
 
-Work in flight is sized by what the engine can take, not by a job count. Each micro-batch
-of a job (one page by default) goes through two fair turns:
+Work in flight is sized by what the engine can take, not by a job count. Each page group
+of a job (the pages sent in one engine request: ``batch_size``, one by default) goes
+through two fair turns:
 
 1. a render turn: one of ``renderers`` rendering slots, granted only while the pages
    rendered but not yet sent fit the render-ahead budget (bytes of /dev/shm);
@@ -11,8 +12,8 @@ of a job (one page by default) goes through two fair turns:
 Both turns go to the waiting job that holds the fewest, then to the one served longest
 ago: a 200-page PDF gets no more than its share while one-page jobs wait beside it.
 
-The worker takes a new job only while few batches are waiting to be rendered, and while
-it holds fewer batches than two engine-fulls (in the engine, plus as many rendered ahead to
+The worker takes a new job only while few page groups are waiting to be rendered, and
+while it holds fewer groups than two engine-fulls (in the engine, plus as many rendered ahead to
 refill every slot at once): it never holds more than it can start soon, so a burst is
 shared between workers, while the rendered pages ahead keep the engine's slots full.
 """
@@ -26,10 +27,10 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-# Batches waiting to be rendered that a worker keeps per rendering process: enough to keep
+# Page groups waiting to be rendered that a worker keeps per rendering process: enough to keep
 # every process busy while the next job is read, inspected and queued.
 QUEUED_PER_RENDERER = 2
-FIRST_BATCH_BYTES = 1_000_000  # the size guessed for a batch before any was rendered
+FIRST_GROUP_BYTES = 1_000_000  # the size guessed for a page group before any was rendered
 
 
 class FairSlots:
@@ -117,23 +118,23 @@ class RenderSlots(FairSlots):
         super().__init__(size)
         self.budget_bytes = budget_bytes
         self.ready_bytes = 0  # rendered pages waiting for an engine slot
-        self.batch_bytes = float(FIRST_BATCH_BYTES)  # running estimate of one batch on disk
+        self.group_bytes = float(FIRST_GROUP_BYTES)  # running estimate of one group on disk
 
     def has_room(self) -> bool:
-        """A slot is free and one more batch fits; with nothing ahead, one always may."""
+        """A slot is free and one more page group fits; with nothing ahead, one always may."""
         if self.used >= self.size:
             return False
         if self.used == 0 and self.ready_bytes == 0:
-            return True  # a batch larger than the whole budget still goes, alone
-        return self.ready_bytes + (self.used + 1) * self.batch_bytes <= self.budget_bytes
+            return True  # a group larger than the whole budget still goes, alone
+        return self.ready_bytes + (self.used + 1) * self.group_bytes <= self.budget_bytes
 
     def add_ready(self, size: int) -> None:
-        """A batch of ``size`` bytes was rendered: it waits for the engine."""
+        """A page group of ``size`` bytes was rendered: it waits for the engine."""
         self.ready_bytes += size
-        self.batch_bytes += (size - self.batch_bytes) / 8  # a moving average of batches
+        self.group_bytes += (size - self.group_bytes) / 8  # a moving average of groups
 
     def take_ready(self, size: int) -> None:
-        """A rendered batch went to the engine (or was dropped): room to render more."""
+        """A rendered group went to the engine (or was dropped): room to render more."""
         self.ready_bytes -= size
         self.wake()
 
@@ -147,31 +148,31 @@ class Rendered:
 
 
 class PageFlow:
-    """The worker's pages: jobs admitted, batches rendered ahead, engine slots held."""
+    """The worker's pages: jobs admitted, page groups rendered ahead, engine slots held."""
 
     def __init__(self, slots: int, renderers: int, budget_bytes: int) -> None:
         self.engine = FairSlots(slots)
         self.render = RenderSlots(renderers, budget_bytes)
         self.queue_limit = QUEUED_PER_RENDERER * max(1, renderers)
-        self.unrendered: dict[str, int] = {}  # job → batches not yet rendered (1: not planned)
-        self.ready = 0  # batches rendered and waiting for an engine slot
+        self.unrendered: dict[str, int] = {}  # job → page groups not yet rendered (1: not planned)
+        self.ready = 0  # page groups rendered and waiting for an engine slot
         self.changed = asyncio.Event()  # admission may have room again
 
     def room(self) -> int:
         """How many more jobs to take now: what can start rendering soon, within two
-        engine-fulls of batches held (in the engine, rendered, or to render)."""
+        engine-fulls of page groups held (in the engine, rendered, or to render)."""
         unrendered = sum(self.unrendered.values())
         held = self.engine.used + self.ready + unrendered
         return max(0, min(self.queue_limit - unrendered, 2 * self.engine.size - held))
 
     def admit(self, job: str) -> None:
-        """A job was dispatched; until planned it counts as one batch to render."""
+        """A job was dispatched; until planned it counts as one page group to render."""
         self.unrendered[job] = 1
 
-    def plan(self, job: str, batches: int) -> None:
-        """The job has this many batches for the engine (after its text layers)."""
+    def plan(self, job: str, groups: int) -> None:
+        """The job has this many page groups for the engine (after its text layers)."""
         if job in self.unrendered:
-            self.unrendered[job] = batches
+            self.unrendered[job] = groups
             self.changed.set()
 
     def forget(self, job: str) -> None:
@@ -182,7 +183,7 @@ class PageFlow:
         self.changed.set()
 
     async def wait_for_room(self, timeout_s: float) -> None:
-        """Return at the next change that may make room (a batch rendered, a job ended)."""
+        """Return at the next change that may make room (a group rendered, a job ended)."""
         self.changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.changed.wait(), timeout_s)
@@ -206,7 +207,7 @@ class PageFlow:
 
     @contextlib.asynccontextmanager
     async def engine_turn(self, job: str, rendered: Rendered) -> AsyncIterator[None]:
-        """Hold an engine slot; the batch leaves the render-ahead budget once it has one."""
+        """Hold an engine slot; the group leaves the render-ahead budget once it has one."""
         try:
             await self.engine.acquire(job)
         finally:

@@ -8,11 +8,10 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import structlog
-from redis.exceptions import RedisError
 
-from ocrq.consumer.delivery import Delivery
+from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.schemas import Status
-from ocrq.shared.store import JobStore
+from ocrq.shared.store import STORE_ERRORS, JobStore
 
 T = TypeVar("T")
 log = structlog.get_logger("ocrq.worker")
@@ -28,13 +27,13 @@ class Heartbeat:
     Use as ``async with Heartbeat(...) as beat: result = await beat.watch(work)``.
     """
 
-    def __init__(self, store: JobStore, d: Delivery, me: str, interval_s: float) -> None:
-        self.store, self.d, self.me, self.interval_s = store, d, me, interval_s
+    def __init__(self, store: JobStore, entry: LaneEntry, me: str, interval_s: float) -> None:
+        self.store, self.entry, self.me, self.interval_s = store, entry, me, interval_s
         self.lost: str | None = None  # why the job is no longer ours, once it is not
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Heartbeat:
-        self._task = asyncio.create_task(self._beat(), name=f"heartbeat-{self.d.job_id}")
+        self._task = asyncio.create_task(self._beat(), name=f"heartbeat-{self.entry.job_id}")
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
@@ -67,9 +66,11 @@ class Heartbeat:
         while me is None or not me.cancelling():
             await asyncio.sleep(self.interval_s)
             try:
-                owned = await self.store.touch(self.d.job_id, self.d.lane, self.d.entry, self.me)
-                status = await self.store.status(self.d.job_id)
-            except (RedisError, OSError) as e:  # a blip: keep working, try again next beat
+                owned = await self.store.touch(
+                    self.entry.job_id, self.entry.lane, self.entry.entry_id, self.me
+                )
+                status = await self.store.status(self.entry.job_id)
+            except STORE_ERRORS as e:  # a blip: keep working, try again next beat
                 # redis-py may turn our own cancellation into a connection error: the loop
                 # condition sees it, so a cancelled heartbeat really stops.
                 log.warning("heartbeat_failed", error=str(e))

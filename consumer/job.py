@@ -9,20 +9,19 @@ from pathlib import Path
 
 import msgspec
 import structlog
-from redis.exceptions import RedisError
 
 from ocrq.consumer.assemble import assemble
-from ocrq.consumer.delivery import Delivery
 from ocrq.consumer.heartbeat import Abandoned, Heartbeat
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.pages import JobPages, PageReader, Tally
 from ocrq.consumer.retry import through_outages
 from ocrq.consumer.workspace import job_workspace
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import WORK_FIELDS
 from ocrq.shared.schemas import EngineInfo, Result, Timings
 from ocrq.shared.settings import Settings
-from ocrq.shared.store import REDIS_DOWN, JobStore, Outcome, now_ms
+from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, now_ms
 
 log = structlog.get_logger("ocrq.worker")
 
@@ -38,50 +37,50 @@ class JobRunner:
     me: str
     workspace: Path  # this worker's scratch root: one folder per job under it
 
-    async def process(self, d: Delivery) -> None:
-        """Handle one delivery end to end; never raises (a bad job must not kill the worker)."""
+    async def process(self, entry: LaneEntry) -> None:
+        """Handle one lane entry end to end; never raises (a bad job must not kill the worker)."""
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(
-            worker=self.me, job_id=d.job_id, lane=d.lane, entry=d.entry
+            worker=self.me, job_id=entry.job_id, lane=entry.lane, entry=entry.entry_id
         )
         try:
-            await self._process(d)
-        except (RedisError, OSError) as e:  # the entry stays pending: a reclaim retries it
+            await self._process(entry)
+        except STORE_ERRORS as e:  # the entry stays pending: a reclaim retries it
             log.error("job", outcome="interrupted", error=str(e))
 
-    async def _process(self, d: Delivery) -> None:
-        if d.deliveries > self.settings.max_deliveries:
+    async def _process(self, entry: LaneEntry) -> None:
+        if entry.deliveries > self.settings.max_deliveries:
             await through_outages(
                 lambda: self.store.poison(
-                    d.job_id, d.lane, d.entry, self.me, d.deliveries, d.batch
+                    entry.job_id, entry.lane, entry.entry_id, self.me, entry.deliveries, entry.batch
                 ),
                 "poison",
             )
             self.metrics.jobs.labels("poisoned").inc()
-            log.error("job", outcome="poisoned", deliveries=d.deliveries)
+            log.error("job", outcome="poisoned", deliveries=entry.deliveries)
             return
         claimed = await through_outages(
-            lambda: self.store.claim(d.job_id, d.lane, d.entry, self.me), "claim"
+            lambda: self.store.claim(entry.job_id, entry.lane, entry.entry_id, self.me), "claim"
         )
         if claimed != "ok":
             log.info("job", outcome="skipped", reason=claimed)
             return
         self.metrics.in_flight.inc()
         try:
-            await self._run_claimed(d)
+            await self._run_claimed(entry)
         finally:
             self.metrics.in_flight.dec()
 
-    async def _run_claimed(self, d: Delivery) -> None:
+    async def _run_claimed(self, entry: LaneEntry) -> None:
         tally = Tally()
         interval = max(0.2, min(1.0, self.settings.visibility_timeout_ms / 3000))
         try:
-            async with Heartbeat(self.store, d, self.me, interval) as beat:
-                result = await beat.watch(self._recognise(d, tally))
+            async with Heartbeat(self.store, entry, self.me, interval) as beat:
+                result = await beat.watch(self._recognise(entry, tally))
             outcome = Outcome.done(msgspec.json.encode(result), result.page_count)
             summary = {"pages": result.page_count, **msgspec.structs.asdict(result.timings)}
         except Abandoned as e:
-            await self._let_go(d, str(e))
+            await self._let_go(entry, str(e))
             return
         except OcrqError as e:
             outcome, summary = Outcome.failed(e, tally.pages_done), {"code": e.code.value}
@@ -92,7 +91,9 @@ class JobRunner:
             err = OcrqError(ErrorCode.INTERNAL, f"worker error: {type(e).__name__}")
             outcome, summary = Outcome.failed(err, tally.pages_done), {"code": err.code.value}
         written = await through_outages(
-            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, outcome, d.batch),
+            lambda: self.store.finish(
+                entry.job_id, entry.lane, entry.entry_id, self.me, outcome, entry.batch
+            ),
             "finish",
         )
         status = outcome.status if written else "lost"
@@ -100,17 +101,20 @@ class JobRunner:
         total_s = round(time.monotonic() - tally.started, 3)
         log.info("job", outcome=status, total_s=total_s, **summary)
 
-    async def _let_go(self, d: Delivery, reason: str) -> None:
+    async def _let_go(self, entry: LaneEntry, reason: str) -> None:
         """The job is no longer ours: FINISH only ACKs an entry still held, writes nothing."""
         lost = Outcome.failed(OcrqError(ErrorCode.CANCELLED, reason))
         await through_outages(
-            lambda: self.store.finish(d.job_id, d.lane, d.entry, self.me, lost, d.batch), "let go"
+            lambda: self.store.finish(
+                entry.job_id, entry.lane, entry.entry_id, self.me, lost, entry.batch
+            ),
+            "let go",
         )
         self.metrics.jobs.labels("abandoned").inc()
         log.info("job", outcome="abandoned", reason=reason)
 
-    async def _recognise(self, d: Delivery, tally: Tally) -> Result:
-        record = await through_outages(lambda: self.store.read(d.job_id, WORK_FIELDS), "read")
+    async def _recognise(self, entry: LaneEntry, tally: Tally) -> Result:
+        record = await through_outages(lambda: self.store.read(entry.job_id, WORK_FIELDS), "read")
         if record.payload is None:
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the job has no document")
         created = record.created_at or now_ms()
@@ -119,19 +123,19 @@ class JobRunner:
 
         async def report(done: int, total: int) -> None:
             ours = await through_outages(
-                lambda: self.store.progress(d.job_id, self.me, done, total), "progress"
+                lambda: self.store.progress(entry.job_id, self.me, done, total), "progress"
             )
             if not ours:
                 raise Abandoned("the job is no longer this worker's")
 
-        with job_workspace(self.workspace, d.job_id) as folder:
+        with job_workspace(self.workspace, entry.job_id) as folder:
             doc = folder / "document"
             await asyncio.to_thread(doc.write_bytes, record.payload)
-            job = JobPages(d.job_id, doc, record.media_type, record.options, folder, tally)
+            job = JobPages(entry.job_id, doc, record.media_type, record.options, folder, tally)
             del record  # the payload: up to 10 MB this job no longer needs in memory
             text_pages, outputs = await self.reader.read_all(job, report)
         return assemble(
-            job_id=d.job_id,
+            job_id=entry.job_id,
             media_type=job.media_type,
             text_pages=text_pages,
             outputs=outputs,

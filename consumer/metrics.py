@@ -44,7 +44,7 @@ class WorkerMetrics:
         self.in_flight = Gauge("ocrq_jobs_in_flight", "Jobs being processed", registry=r)
         self.engine_requests = Gauge(
             "ocrq_engine_requests_in_flight",
-            "Engine requests (micro-batches) in flight",
+            "Engine requests (page groups) in flight",
             registry=r,
         )
         self.engine_slots = Gauge("ocrq_engine_slots", "Engine requests allowed", registry=r)

@@ -1,6 +1,7 @@
-"""The pages of one job: text layers where good, the rest rendered and recognised in batches.
+"""The pages of one job: text layers where good, the rest rendered and recognised in groups.
 
-Each batch is rendered ahead of the engine, outside any engine slot, then waits for one
+A page group is the pages sent in one engine request (the job's ``batch_size`` of them).
+Each group is rendered ahead of the engine, outside any engine slot, then waits for one
 (consumer/flow.py says how both turns are shared between the worker's jobs).
 """
 
@@ -73,7 +74,7 @@ class PageReader:
     async def read_all(
         self, job: JobPages, report: Report
     ) -> tuple[list[Page], list[EngineOutput]]:
-        """Inspect, take text layers, then recognise the rest; report as batches finish."""
+        """Inspect, take text layers, then recognise the rest; report as page groups finish."""
         s = self.settings
         max_pages = min(job.options.max_pages or s.default_max_pages, s.default_max_pages)
         total = await self.rasteriser.inspect(str(job.doc), job.media_type, max_pages)
@@ -83,17 +84,17 @@ class PageReader:
         todo = [i for i in range(total) if i + 1 not in taken]
         job.tally.pages_done = len(text_pages)
         size = job.options.batch_size
-        batches = [todo[i : i + size] for i in range(0, len(todo), size)]
-        self.flow.plan(job.job_id, len(batches))
+        groups = [todo[i : i + size] for i in range(0, len(todo), size)]
+        self.flow.plan(job.job_id, len(groups))
         outputs: list[EngineOutput] = []
-        tasks = [asyncio.ensure_future(self._batch(job, b)) for b in batches]
+        tasks = [asyncio.ensure_future(self._page_group(job, g)) for g in groups]
         try:
             for next_done in asyncio.as_completed(tasks):
                 out = await next_done
                 outputs.append(out)
                 job.tally.pages_done += len(out.pages)
                 await report(job.tally.pages_done, total)
-        finally:  # one failed batch fails the job: stop its siblings
+        finally:  # one failed page group fails the job: stop its siblings
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -121,8 +122,8 @@ class PageReader:
                 pages.append(page)
         return pages
 
-    async def _batch(self, job: JobPages, indices: list[int]) -> EngineOutput:
-        """Render a micro-batch ahead of the engine, recognise it in an engine slot, drop it."""
+    async def _page_group(self, job: JobPages, indices: list[int]) -> EngineOutput:
+        """Render a page group ahead of the engine, recognise it in an engine slot, drop it."""
         images: list[PageImage] = []
         try:
             async with self.flow.render_turn(job.job_id) as rendered:
@@ -136,7 +137,7 @@ class PageReader:
             await asyncio.to_thread(remove_files, [image.path for image in images])
 
     async def _render(self, job: JobPages, indices: list[int]) -> list[PageImage]:
-        """The batch's pages as files in the job's folder, turned upright when asked."""
+        """The group's pages as files in the job's folder, turned upright when asked."""
         started = time.monotonic()
         images = [
             await self.rasteriser.render(

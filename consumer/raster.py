@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import msgspec
 import pymupdf
 from PIL import Image, ImageOps
 
@@ -334,21 +333,6 @@ def _too_many(count: int, max_pages: int, what: str) -> None:
 # --- async facade ------------------------------------------------------------------------
 
 
-class _Failure(msgspec.Struct, frozen=True):
-    """An OcrqError carried back from a pool process as plain data."""
-
-    code: str
-    message: str
-
-
-def _call_reporting_failure(function: Callable[..., T], *args: object) -> T | _Failure:
-    """Run function in the pool; return its OcrqError as data (OcrqError does not unpickle)."""
-    try:
-        return function(*args)
-    except OcrqError as e:
-        return _Failure(e.code.value, e.message)
-
-
 class Rasteriser:
     """Async facade: inspection and rendering run in an executor, each wait bounded."""
 
@@ -365,16 +349,13 @@ class Rasteriser:
         self.timeout_s = timeout_s
 
     async def _run(self, what: str, function: Callable[..., T], *args: object) -> T:
-        outcome = await self._run_once(what, function, *args, retry_if_broken=True)
-        if isinstance(outcome, _Failure):
-            raise OcrqError(ErrorCode(outcome.code), outcome.message)
-        return outcome
+        return await self._run_once(what, function, *args, retry_if_broken=True)
 
     async def _run_once(
         self, what: str, function: Callable[..., T], *args: object, retry_if_broken: bool
-    ) -> T | _Failure:
-        try:
-            return await self.pool.run(self.timeout_s, _call_reporting_failure, function, *args)
+    ) -> T:
+        try:  # an OcrqError raised in the pool comes back pickled as itself (shared/errors.py)
+            return await self.pool.run(self.timeout_s, function, *args)
         except TimeoutError as e:
             raise OcrqError(ErrorCode.TIMEOUT, f"{what} took over {self.timeout_s:g} s") from e
         except PoolClosed as e:

@@ -25,19 +25,11 @@ from ocrq.shared.record import Field
 from ocrq.shared.schemas import WebhookState
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import JobStore
+from ocrq.shared.webhook_queue import WebhookEntry
 from ocrq.shared.webhooks import signature
 
 log = structlog.get_logger("ocrq.webhooks")
 MAX_REPLY_BYTES = 64 * 1024  # of a receiver's reply; the rest is dropped unread
-
-
-class Delivery(msgspec.Struct, frozen=True):
-    """One entry of the webhooks stream."""
-
-    stream: str  # the partition's webhooks stream it came from
-    entry: str
-    kind: str  # job | batch
-    id: str
 
 
 class Callback(msgspec.Struct, frozen=True):
@@ -67,7 +59,7 @@ class CallbackDelivery:
         self.batches = BatchStore(store)
 
     async def run(
-        self, d: Delivery, hold: Callable[[], Awaitable[None]], stop: asyncio.Event
+        self, hook: WebhookEntry, hold: Callable[[], Awaitable[None]], stop: asyncio.Event
     ) -> bool:
         """Attempt until delivered or given up (True: the entry is done with); False when
         stopped between attempts, leaving the entry pending for another worker.
@@ -75,52 +67,54 @@ class CallbackDelivery:
         ``hold`` runs before each retry: it resets the entry's idle time, so that a delivery
         still being retried is not taken over by a reclaim.
         """
-        found = await through_outages(lambda: self.callback(d), "webhook summary")
+        found = await through_outages(lambda: self.callback(hook), "webhook summary")
         if found is None:
-            log.info("webhook_skipped", kind=d.kind, id=d.id, reason="gone or no callback")
+            log.info("webhook_skipped", kind=hook.kind, id=hook.id, reason="gone or no callback")
             return True
         if ended_before(found):  # its worker wrote the outcome, then died before the ack
             return True
         state = resume(found)
         key = self.keys.get(found.tenant)
         if not key:  # the tenant's secret was removed after the job was submitted
-            return await self.refuse_unsigned(d, found.tenant, state)
-        window_end = int(d.entry.split("-")[0]) / 1000 + self.settings.webhook_retry_s
+            return await self.refuse_unsigned(hook, found.tenant, state)
+        window_end = int(hook.entry_id.split("-")[0]) / 1000 + self.settings.webhook_retry_s
         backoff = Backoff(1.0, 300.0)
         backoff.attempt = state.attempts
         # A reclaimed delivery may have spent its attempts already; a new one tries once.
         reason = give_up_reason(state, self.settings, window_end) if state.attempts else None
         while reason is None:
             state.attempts += 1
-            if await self.attempt(d, found, key, state):
+            if await self.attempt(hook, found, key, state):
                 state.status = "delivered"
-                await self.finish(d, state)
+                await self.finish(hook, state)
                 return True
             reason = give_up_reason(state, self.settings, window_end)
             if reason is not None:
                 break
-            await through_outages(lambda: self.record(d, state), "webhook state")
+            await through_outages(lambda: self.record(hook, state), "webhook state")
             delay = min(backoff.next_delay(), max(0.0, window_end - time.time()))
             if await stopped_within(stop, delay):
                 return False
             await through_outages(hold, "webhook hold")
         state.status, state.last_error = "failed", reason
-        await self.finish(d, state)
+        await self.finish(hook, state)
         return True
 
-    async def refuse_unsigned(self, d: Delivery, tenant: str, state: WebhookState) -> bool:
+    async def refuse_unsigned(self, hook: WebhookEntry, tenant: str, state: WebhookState) -> bool:
         """Fail a delivery whose tenant has no secret: nothing is sent unsigned (or empty-keyed)."""
         state.status = "failed"
         state.last_error = (
             f"no webhook secret for tenant {tenant!r} (OCRQ_WEBHOOK_SECRETS): "
             "a callback is never sent unsigned"
         )
-        await self.finish(d, state)
+        await self.finish(hook, state)
         return True
 
-    async def attempt(self, d: Delivery, cb: Callback, key: bytes, state: WebhookState) -> bool:
+    async def attempt(
+        self, hook: WebhookEntry, cb: Callback, key: bytes, state: WebhookState
+    ) -> bool:
         """One POST, from the lookup to the reply's last byte within the attempt's deadline."""
-        msg_id = f"{d.kind}_{d.id}"
+        msg_id = f"{hook.kind}_{hook.id}"
         stamp = int(time.time())
         headers = {
             "content-type": "application/json",
@@ -161,39 +155,37 @@ class CallbackDelivery:
             state.last_error = "a redirect: callbacks never follow one"
         return 200 <= reply.status < 300
 
-    async def finish(self, d: Delivery, state: WebhookState) -> None:
+    async def finish(self, hook: WebhookEntry, state: WebhookState) -> None:
         """Write the delivery's final state."""
-        await through_outages(lambda: self.record(d, state), "webhook state")
+        await through_outages(lambda: self.record(hook, state), "webhook state")
         log.info(
             "webhook",
-            kind=d.kind,
-            id=d.id,
+            kind=hook.kind,
+            id=hook.id,
             status=state.status,
             attempts=state.attempts,
             error=state.last_error,
         )
 
-    async def record(self, d: Delivery, state: WebhookState) -> None:
+    async def record(self, hook: WebhookEntry, state: WebhookState) -> None:
         """Write where the delivery stands on its job or batch (if that still exists)."""
-        keys = self.store.keys
-        key = keys.job(d.id) if d.kind == "job" else keys.batch(d.id)
-        await self.store._run("webhook_state", [key], [msgspec.json.encode(state)])
+        await self.store.write_webhook_state(hook.kind, hook.id, msgspec.json.encode(state))
 
-    async def callback(self, d: Delivery) -> Callback | None:
+    async def callback(self, hook: WebhookEntry) -> Callback | None:
         """What to send for a delivery; None when its job or batch is gone or has no callback."""
-        if d.kind == "batch":
-            batch = await self.batches.read(d.id)
+        if hook.kind == "batch":
+            batch = await self.batches.read(hook.id)
             if batch is None or not batch.callback:
                 return None
             body = {
                 "type": "batch.finished",
-                "id": d.id,
+                "id": hook.id,
                 "total": batch.total,
                 "done": batch.done,
                 "failed": batch.failed,
                 "cancelled": batch.cancelled,
                 "finished_at": batch.finished_at,
-                "results": f"/v1/batches/{d.id}/results",
+                "results": f"/v1/batches/{hook.id}/results",
             }
             return Callback(batch.callback, batch.tenant, msgspec.json.encode(body), batch.webhook)
         names = (
@@ -207,19 +199,19 @@ class CallbackDelivery:
             Field.BATCH,
             Field.WEBHOOK,
         )
-        job = await self.store.read(d.id, names)
+        job = await self.store.read(hook.id, names)
         if job.status is None or not job.callback:
             return None
         body = {
             "type": "job.finished",
-            "id": d.id,
+            "id": hook.id,
             "status": job.status,
             "filename": job.filename or None,
             "pages": job.pages_done,
             "error": job.error,
             "batch": job.batch or None,
             "finished_at": job.finished_at,
-            "result": f"/v1/jobs/{d.id}/result",
+            "result": f"/v1/jobs/{hook.id}/result",
         }
         previous = msgspec.json.decode(job.webhook, type=WebhookState) if job.webhook else None
         return Callback(job.callback, job.tenant, msgspec.json.encode(body), previous)

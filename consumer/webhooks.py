@@ -12,18 +12,16 @@ Webhooks have an HTTP client of their own: a slow receiver never holds the engin
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import structlog
-from redis.exceptions import RedisError, ResponseError
 
 from ocrq.consumer.retry import Backoff, through_outages
-from ocrq.consumer.webhook_attempts import CallbackDelivery, Delivery, Egress
+from ocrq.consumer.webhook_attempts import CallbackDelivery, Egress
 from ocrq.shared.egress import AddressPolicy, Resolver, pinned_client
-from ocrq.shared.record import text
 from ocrq.shared.settings import Settings, parse_webhook_secrets
-from ocrq.shared.store import JobStore
+from ocrq.shared.store import STORE_ERRORS, JobStore, is_missing_group
+from ocrq.shared.webhook_queue import WebhookEntry
 
 log = structlog.get_logger("ocrq.webhooks")
 CONCURRENCY = 8
@@ -52,7 +50,7 @@ class WebhookSender:
         blocked: AddressPolicy | None = None,
     ) -> None:
         self.settings, self.store, self.me = settings, store, me
-        self.keys = store.keys
+        self.keys, self.queue = store.keys, store.webhook_queue
         keys = parse_webhook_secrets(settings.webhook_secrets)
         self.delivery = CallbackDelivery(settings, store, Egress(http, resolve, blocked), keys)
         self.slots = asyncio.Semaphore(CONCURRENCY)
@@ -76,8 +74,8 @@ class WebhookSender:
                     ready = True
                 await self._turn()
                 backoff.reset()
-            except (RedisError, OSError) as e:
-                if isinstance(e, ResponseError) and "NOGROUP" in str(e):
+            except STORE_ERRORS as e:
+                if is_missing_group(e):
                     await self.ensure_group()
                     continue
                 log.warning("webhooks_redis_unavailable", error=str(e))
@@ -94,8 +92,8 @@ class WebhookSender:
 
     async def ensure_group(self) -> None:
         """The workers' group on every partition's webhooks stream (created once, at id 0)."""
-        for tag in self.keys.tags:
-            await self.store.create_group(self.keys.webhooks(tag), self.keys.webhook_group)
+        for stream in self.queue.streams():
+            await self.store.create_group(stream, self.keys.webhook_group)
 
     async def _turn(self) -> None:
         # A slot is free (worth reading), or stop came while every slot was taken.
@@ -110,47 +108,28 @@ class WebhookSender:
         # One blocking read cannot name streams of several cluster slots: each partition
         # is read in turn, and an idle turn still lasts about a second in all.
         block_ms = max(1, 1000 // self.keys.partitions)
-        for stream in (self.keys.webhooks(tag) for tag in self.keys.tags):
-            self._start(stream, await self._read(stream, block_ms))
+        visibility_ms = self.settings.visibility_timeout_ms
+        for stream in self.queue.streams():  # stale entries of dead senders, then new ones
+            taken = await self.queue.take(stream, self.me, visibility_ms, CONCURRENCY, block_ms)
+            self._start(taken)
 
-    async def _read(self, stream: str, block_ms: int) -> list[Any]:
-        """Stale entries of dead senders, then new ones, from one webhooks stream."""
-        redis, group = self.store.redis, self.keys.webhook_group
-        stale = await redis.xautoclaim(
-            stream, group, self.me, self.settings.visibility_timeout_ms, count=CONCURRENCY
-        )
-        entries = list(stale[1])
-        reply: Any = await redis.xreadgroup(
-            group, self.me, {stream: ">"}, count=CONCURRENCY, block=block_ms
-        )
-        for _, new in reply or []:
-            entries += new
-        return entries
-
-    def _start(self, stream: str, entries: list[Any]) -> None:
+    def _start(self, entries: list[WebhookEntry]) -> None:
         """A delivery task for each entry not already being delivered."""
-        for entry_id, fields in entries:
-            if fields and text(entry_id) not in self.delivering:
-                d = Delivery(stream, text(entry_id), text(fields[b"kind"]), text(fields[b"id"]))
-                self.delivering.add(d.entry)
-                task = asyncio.create_task(self._deliver(d))
+        for entry in entries:
+            if entry.entry_id not in self.delivering:
+                self.delivering.add(entry.entry_id)
+                task = asyncio.create_task(self._deliver(entry))
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
 
-    async def _deliver(self, d: Delivery) -> None:
+    async def _deliver(self, entry: WebhookEntry) -> None:
         async with self.slots:
             try:
-                if await self.delivery.run(d, lambda: self._hold(d), self.stop):
-                    await through_outages(lambda: self._ack(d), "webhook ack")
+                if await self.delivery.run(entry, lambda: self._hold(entry), self.stop):
+                    await through_outages(lambda: self.queue.ack(entry), "webhook ack")
             finally:
-                self.delivering.discard(d.entry)
+                self.delivering.discard(entry.entry_id)
 
-    async def _hold(self, d: Delivery) -> None:
+    async def _hold(self, entry: WebhookEntry) -> None:
         """Reset the entry's idle time: a delivery still being retried is not for a reclaim."""
-        await self.store.redis.xclaim(
-            d.stream, self.keys.webhook_group, self.me, 0, [d.entry], justid=True
-        )
-
-    async def _ack(self, d: Delivery) -> None:
-        await self.store.redis.xack(d.stream, self.keys.webhook_group, d.entry)
-        await self.store.redis.xdel(d.stream, d.entry)
+        await self.queue.hold(entry, self.me)

@@ -21,20 +21,17 @@ import asyncio
 import contextlib
 import time
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import structlog
-from redis.exceptions import RedisError, ResponseError
 
-from ocrq.consumer.delivery import Delivery, parse_entries
 from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.job import JobRunner
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.retry import Backoff
 from ocrq.consumer.workspace import sweep_stale
+from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.settings import Settings
-from ocrq.shared.store import REDIS_DOWN, JobStore
+from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, is_missing_group
 
 log = structlog.get_logger("ocrq.worker")
 
@@ -55,10 +52,11 @@ class Worker:
         self.me = runner.me
         self.flow: PageFlow = runner.reader.flow
         self.stack_root: Path = runner.workspace.parent  # where other workers' folders live
-        self.tasks: dict[asyncio.Task[None], Delivery] = {}
+        self.lanes = store.lanes
+        self.tasks: dict[asyncio.Task[None], LaneEntry] = {}
         # Entries already pending to us that no task runs yet: read beyond the room,
         # or found again after an outage or a restart under the same name.
-        self.held: list[Delivery] = []
+        self.held: list[LaneEntry] = []
         self._next_reclaim = 0.0
         self._cursors: dict[str, str] = {}  # XAUTOCLAIM's scan position, per stream
         self._rotation = 0  # which partition a read of the queue tries first
@@ -78,11 +76,11 @@ class Worker:
             try:
                 dispatched = await self._turn(stop, burst)
                 backoff.reset()
-            except (RedisError, OSError) as e:  # down, failing over, read-only: wait it out
+            except STORE_ERRORS as e:  # down, failing over, read-only: wait it out
                 self._resume = True  # jobs that died with the connection are still ours
-                if isinstance(e, ResponseError) and "NOGROUP" in str(e):
+                if is_missing_group(e):
                     log.warning("group_missing_recreating", error=str(e))
-                    with contextlib.suppress(RedisError, OSError):
+                    with contextlib.suppress(*STORE_ERRORS):
                         await self.store.ensure_groups()
                     continue
                 log.warning("redis_unavailable", error=str(e), attempt=backoff.attempt + 1)
@@ -114,10 +112,10 @@ class Worker:
         if room > 0:
             # In burst mode an idle worker must notice an empty queue at once.
             block_ms = 0 if burst and not self.tasks else self.settings.redis_block_ms
-            deliveries = await self.collect_window(room, stop, block_ms)
-            if deliveries:
-                self.metrics.window_fill.observe(len(deliveries))
-            self.held += deliveries
+            entries = await self.collect_window(room, stop, block_ms)
+            if entries:
+                self.metrics.window_fill.observe(len(entries))
+            self.held += entries
             dispatched += await self._dispatch_held()
         return dispatched
 
@@ -126,36 +124,36 @@ class Worker:
         return min(self.settings.max_jobs - len(self.tasks), self.flow.room())
 
     async def _dispatch_held(self) -> int:
-        """Start held deliveries while there is room; the rest stay held for the next turn."""
+        """Start held entries while there is room; the rest stay held for the next turn."""
         started = 0
         while self.held and self.room() > 0:
             started += await self._dispatch(self.held.pop(0))
         return started
 
-    async def _dispatch(self, d: Delivery) -> int:
-        if not d.job_id:  # an entry that names no job: drop it rather than redeliver it
-            await self.store.drop_entry(d.stream, d.entry)
+    async def _dispatch(self, entry: LaneEntry) -> int:
+        if not entry.job_id:  # an entry that names no job: drop it rather than redeliver it
+            await self.lanes.drop(entry.stream, entry.entry_id)
             return 0
         running = self.tasks.values()
-        if any(r.entry == d.entry or r.job_id == d.job_id for r in running):
+        if any(r.entry_id == entry.entry_id or r.job_id == entry.job_id for r in running):
             # Reclaimed from ourselves after a long outage, or a second entry of a job we
             # run: a second copy here would share (and delete) the first one's files.
-            log.info("already_running", job_id=d.job_id, entry=d.entry)
+            log.info("already_running", job_id=entry.job_id, entry=entry.entry_id)
             return 0
-        self.flow.admit(d.job_id)
-        task = asyncio.create_task(self.runner.process(d), name=f"job-{d.job_id}")
-        self.tasks[task] = d
+        self.flow.admit(entry.job_id)
+        task = asyncio.create_task(self.runner.process(entry), name=f"job-{entry.job_id}")
+        self.tasks[task] = entry
         task.add_done_callback(self._forget)
         return 1
 
     def _forget(self, task: asyncio.Task[None]) -> None:
-        d = self.tasks.pop(task, None)
-        if d is not None:
-            self.flow.forget(d.job_id)
+        entry = self.tasks.pop(task, None)
+        if entry is not None:
+            self.flow.forget(entry.job_id)
 
     async def collect_window(
         self, take: int, stop: asyncio.Event, block_ms: int | None = None
-    ) -> list[Delivery]:
+    ) -> list[LaneEntry]:
         """Up to ``take`` entries: those queued, else the first to arrive and its burst.
 
         ``block_ms`` 0: return at once when nothing is queued (burst mode, tests).
@@ -173,11 +171,11 @@ class Worker:
             more += await self._read_more(take - len(got) - len(more))
         return got + more
 
-    async def _read_more(self, count: int) -> list[Delivery]:
+    async def _read_more(self, count: int) -> list[LaneEntry]:
         """What else is queued; an error keeps what was read already (it is pending to us)."""
         try:
             return await self.read_queued(count)
-        except (RedisError, OSError) as e:
+        except STORE_ERRORS as e:
             log.warning("collect_interrupted", error=str(e))
             return []
 
@@ -198,23 +196,22 @@ class Worker:
             return tuple(reversed(lanes))
         return lanes
 
-    async def read_queued(self, count: int) -> list[Delivery]:
+    async def read_queued(self, count: int) -> list[LaneEntry]:
         """Up to count entries already queued, from the first lane in lane_order with any.
 
         Never blocks, and never returns more than ``count``: each lane is read on its own.
         """
-        keys, redis = self.store.keys, self.store.redis
+        keys = self.store.keys
         self._rotation += 1  # partitions take turns at being read first
         for lane in self.lane_order():
             for stream in rotated(keys.streams(lane), self._rotation):
-                reply = await redis.xreadgroup(keys.group, self.me, {stream: ">"}, count)
-                if got := parse_entries(reply):
+                if got := await self.lanes.read_new(stream, self.me, count):
                     first = lane == keys.lanes[0]
                     self._interactive_streak = self._interactive_streak + 1 if first else 0
                     return got
         return []
 
-    async def wait_first(self, block_ms: int) -> list[Delivery]:
+    async def wait_first(self, block_ms: int) -> list[LaneEntry]:
         """The first entry to arrive on any lane, waiting at most block_ms (≥1).
 
         XADD wakes the blocked read at once. Redis serves it from the lane that got the
@@ -226,16 +223,13 @@ class Worker:
             return await self._wait_partition(tags[0], block_ms)
         return await self._wait_any_partition(block_ms)
 
-    async def _wait_partition(self, tag: str, block_ms: int) -> list[Delivery]:
+    async def _wait_partition(self, tag: str, block_ms: int) -> list[LaneEntry]:
         """One blocking read over every lane of one partition (their streams share a slot)."""
         keys = self.store.keys
-        every: dict[Any, Any] = {keys.stream(lane, tag): ">" for lane in keys.lanes}
-        reply = await self.store.redis.xreadgroup(
-            keys.group, self.me, every, 1, block=max(1, block_ms)
-        )
-        return parse_entries(reply)
+        streams = [keys.stream(lane, tag) for lane in keys.lanes]
+        return await self.lanes.wait_new(streams, self.me, block_ms)
 
-    async def _wait_any_partition(self, block_ms: int) -> list[Delivery]:
+    async def _wait_any_partition(self, block_ms: int) -> list[LaneEntry]:
         """A blocking read per partition (one read cannot name several cluster slots); the
         first to return wins and the others are cancelled.
 
@@ -246,7 +240,7 @@ class Worker:
             asyncio.create_task(self._wait_partition(tag, block_ms), name=f"wait-{tag}")
             for tag in self.store.keys.tags
         }
-        got: list[Delivery] = []
+        got: list[LaneEntry] = []
         try:
             while reads and not got:
                 done, reads = await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
@@ -259,53 +253,44 @@ class Worker:
             self._resume = self._resume or bool(reads)
         return got
 
-    async def reclaim(self, room: int) -> list[Delivery]:
+    async def reclaim(self, room: int) -> list[LaneEntry]:
         """XAUTOCLAIM entries idle past the visibility timeout (their worker died)."""
-        keys, out = self.store.keys, list[Delivery]()
+        out: list[LaneEntry] = []
         self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
         await asyncio.to_thread(sweep_stale, self.stack_root)
-        for _, stream in keys.lane_streams():
-            cursor, entries, *_ = await self.store.redis.xautoclaim(
-                stream,
-                keys.group,
-                self.me,
-                self.settings.visibility_timeout_ms,
-                start_id=self._cursors.get(stream, "0-0"),
-                count=room - len(out),
-            )
+        for _, stream in self.store.keys.lane_streams():
             # The scan goes on from where it stopped: stale entries behind many live ones
             # are reached in later turns rather than never.
-            self._cursors[stream] = cursor.decode() if isinstance(cursor, bytes) else str(cursor)
-            for d in parse_entries([(stream.encode(), entries)]):
-                out.append(await self._with_delivery_count(stream, d))
+            self._cursors[stream], found = await self.lanes.reclaim(
+                stream,
+                self.me,
+                self.settings.visibility_timeout_ms,
+                self._cursors.get(stream, "0-0"),
+                room - len(out),
+            )
+            for entry in found:
+                out.append(await self.lanes.with_delivery_count(entry))
             await self.store.prune_consumers(stream, self.me, self.settings.consumer_prune_idle_s)
             if len(out) >= room:
                 break
         if out:
-            log.warning("reclaimed", count=len(out), jobs=[d.job_id for d in out])
+            log.warning("reclaimed", count=len(out), jobs=[e.job_id for e in out])
         return out
 
-    async def resume_own(self) -> list[Delivery]:
+    async def resume_own(self) -> list[LaneEntry]:
         """Entries pending to this very consumer that no task runs (an outage, a restart)."""
-        running = {d.entry for d in self.tasks.values()} | {d.entry for d in self.held}
-        out: list[Delivery] = []
+        running = {e.entry_id for e in self.tasks.values()} | {e.entry_id for e in self.held}
+        out: list[LaneEntry] = []
         for lane, stream in self.store.keys.lane_streams():
-            pending = await self.store.own_pending(stream, self.me, 10 * self.settings.max_jobs)
-            for entry, delivered in pending:
-                if entry not in running:
-                    job_id, batch = await self.store.entry_job(stream, entry)
-                    out.append(Delivery(lane, entry, job_id, stream, delivered, batch))
+            pending = await self.lanes.own_pending(stream, self.me, 10 * self.settings.max_jobs)
+            for entry_id, delivered in pending:
+                if entry_id not in running:
+                    job_id, batch = await self.lanes.entry_job(stream, entry_id)
+                    out.append(LaneEntry(stream, entry_id, lane, job_id, batch, delivered))
         if out:
-            log.warning("resumed_own_entries", count=len(out), jobs=[d.job_id for d in out])
+            log.warning("resumed_own_entries", count=len(out), jobs=[e.job_id for e in out])
         return out
-
-    async def _with_delivery_count(self, stream: str, d: Delivery) -> Delivery:
-        pending = await self.store.redis.xpending_range(
-            stream, self.store.keys.group, min=d.entry, max=d.entry, count=1
-        )
-        count = int(pending[0]["times_delivered"]) if pending else 1
-        return msgspec.structs.replace(d, deliveries=count)
 
     async def drain(self) -> None:
         """Let in-flight jobs finish within the grace; hand the rest (and held ones) back."""
@@ -318,13 +303,13 @@ class Worker:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        for d in unfinished:  # hand them back now rather than after the visibility timeout
+        for entry in unfinished:  # hand them back now rather than after the visibility timeout
             try:
-                await self.store.release(d.job_id, d.lane, d.entry, self.me)
+                await self.store.release(entry.job_id, entry.lane, entry.entry_id, self.me)
             except REDIS_DOWN as e:
-                log.warning("release_failed", job_id=d.job_id, error=str(e))
+                log.warning("release_failed", job_id=entry.job_id, error=str(e))
         if unfinished:
-            log.warning("drain_timeout", released=[d.job_id for d in unfinished])
+            log.warning("drain_timeout", released=[e.job_id for e in unfinished])
 
     async def _ensure_groups(self, stop: asyncio.Event) -> None:
         backoff = Backoff(0.5, 10.0)

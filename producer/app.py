@@ -160,7 +160,7 @@ def lifespan_for(settings: Settings) -> Any:
             await store.ensure_groups()
         except Exception as e:  # Redis may come up after us; /readyz says so meanwhile
             log.warning("redis_unreachable_at_start", error=str(e))
-        events = EventHub(redis, store.keys.events)
+        events = EventHub(store.event_channel)
         await events.start()
         app.state.runtime = Runtime(
             settings, store, events, auth, ProducerMetrics(), BatchStore(store)

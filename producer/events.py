@@ -8,9 +8,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import msgspec
-import redis.asyncio as aioredis
 import structlog
 
+from ocrq.shared.event_channel import EventChannel
 from ocrq.shared.record import JobEvent
 
 log = structlog.get_logger("ocrq.events")
@@ -19,8 +19,7 @@ log = structlog.get_logger("ocrq.events")
 class EventHub:
     """Subscribes once to the events channel; ``wait(job_id, timeout)`` wakes on that job."""
 
-    def __init__(self, redis: aioredis.Redis, channel: str) -> None:
-        self.redis = redis
+    def __init__(self, channel: EventChannel) -> None:
         self.channel = channel
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._task: asyncio.Task[None] | None = None
@@ -70,15 +69,14 @@ class EventHub:
         # Reconnect with a pause: a Redis restart must not end long-polling for good.
         while True:
             try:
-                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.subscribe(self.channel)
+                async with self.channel.subscription() as subscription:
                     # Events published while we were not subscribed are gone: every waiter
                     # reads the job again rather than sleeping out its whole wait.
                     self.wake_all()
                     while True:
-                        message = await pubsub.get_message(timeout=1.0)
-                        if message and message.get("type") == "message":
-                            self._dispatch(message["data"])
+                        data = await subscription.next_message(timeout_s=1.0)
+                        if data is not None:
+                            self._dispatch(data)
             except asyncio.CancelledError:
                 raise
             except Exception as e:

@@ -43,7 +43,7 @@ async def readyz(state: State) -> Response[dict[str, str]]:
     rt = runtime_of(state)
     try:
         async with asyncio.timeout(2.0):
-            await rt.store.redis.ping()
+            await rt.store.check_reachable()
             if not await rt.store.groups_exist():
                 await rt.store.ensure_groups()  # Redis lost its data: recreate at id 0
     except Exception as e:  # the details go to the log, not to whoever asks

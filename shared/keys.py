@@ -18,7 +18,7 @@ from importlib import resources
 
 from redis.crc import key_slot
 
-from ocrq.shared.settings import GROUP, LANES
+from ocrq.shared.settings import GROUP, LANES, check_partitions
 
 SCRIPT_NAMES = (
     "claim",
@@ -39,7 +39,6 @@ _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 DEFAULT_TAG = "p0"  # one partition, and ids that carry no tag
 TAG_SEP = "."  # "<tag>.<random>" ids; token_urlsafe never holds a "."
 CLUSTER_SLOTS = 16384
-MAX_PARTITIONS = 256
 
 
 @cache
@@ -49,8 +48,7 @@ def partition_tags(partitions: int) -> tuple[str, ...]:
     evenly (``redis-cli --cluster create`` does that). ``p<i>`` where it fits, else
     ``p<i>-<n>`` for the first n that does: the same answer in every process.
     """
-    if not 1 <= partitions <= MAX_PARTITIONS:
-        raise ValueError(f"OCRQ_PARTITIONS must be 1 to {MAX_PARTITIONS}, not {partitions}")
+    check_partitions(partitions)
     if partitions == 1:
         return (DEFAULT_TAG,)
     tags = []

@@ -43,7 +43,9 @@ Languages = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{3,12}(\+[a-z_]{3,12}){
 class JobOptions(Inbound):
     """Per-job options; None means the worker's setting decides."""
 
-    batch_size: Annotated[int, msgspec.Meta(ge=1, le=16)] = 1
+    batch_size: Annotated[
+        int, msgspec.Meta(ge=1, le=16, description="pages per engine request (a page group)")
+    ] = 1
     dpi: Annotated[int, msgspec.Meta(ge=50, le=400)] | None = None
     max_pages: Annotated[int, msgspec.Meta(ge=1, le=5000)] | None = None
     lane: Lane = "interactive"

@@ -98,7 +98,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # A burst's first jobs wait at most this for the rest of it; a lone job never waits.
     collect_window_ms: int = 100
     max_jobs: int = 256  # jobs in flight per worker, at most (pages follow the engine's slots)
-    # Engine requests (micro-batches) in flight per worker; 256 is vLLM's default max_num_seqs.
+    # Engine requests (page groups) in flight per worker; 256 is vLLM's default max_num_seqs.
     # A local engine takes the lower of this and its processes.
     engine_concurrency: int = 256
     # Rendered pages not yet sent to the engine may take this much of /dev/shm (MiB).
@@ -246,10 +246,18 @@ def refuse_placeholder_secrets(settings: Settings, *, allow_placeholders: bool =
             )
 
 
+MAX_PARTITIONS = 256
+
+
+def check_partitions(partitions: int) -> None:
+    """Refuse a partition count out of range: at load, and in shared.keys for any other count."""
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise ValueError(f"OCRQ_PARTITIONS must be 1 to {MAX_PARTITIONS}, not {partitions}")
+
+
 def check_redis_shape(settings: Settings) -> None:
     """Refuse Redis settings that cannot work together, naming the setting to fix."""
-    if not 1 <= settings.partitions <= 256:
-        raise ValueError(f"OCRQ_PARTITIONS must be 1 to 256, not {settings.partitions}")
+    check_partitions(settings.partitions)
     if settings.redis_mode == "sentinel" and not settings.redis_sentinels:
         raise ValueError("OCRQ_REDIS_MODE=sentinel needs OCRQ_REDIS_SENTINELS (host:port,…)")
     if settings.redis_mode == "cluster" and settings.redis_sentinels:

@@ -9,17 +9,17 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
-from redis.exceptions import OutOfMemoryError, ResponseError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from ocrq.shared.connect import REDIS_DOWN, make_redis
 from ocrq.shared.enqueue import NewJob
 from ocrq.shared.enqueue import enqueue as write_new_job
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.event_channel import EventChannel
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script, tag_of
+from ocrq.shared.lanes import JobLanes
 from ocrq.shared.nodes import NodeClients
 from ocrq.shared.record import (
-    ENTRY_BATCH,
-    ENTRY_JOB_ID,
     POLL_FIELDS,
     Field,
     JobRecord,
@@ -29,9 +29,26 @@ from ocrq.shared.record import (
 )
 from ocrq.shared.schemas import Status
 from ocrq.shared.settings import Settings
+from ocrq.shared.webhook_queue import WebhookQueue
 
 ScriptArg = bytes | str | int | float
-__all__ = ["REDIS_DOWN", "JobStore", "Outcome", "make_redis", "now_ms"]
+__all__ = [
+    "REDIS_DOWN",
+    "STORE_ERRORS",
+    "JobStore",
+    "Outcome",
+    "is_missing_group",
+    "make_redis",
+    "now_ms",
+]
+# Any failure of a store call: Redis down (REDIS_DOWN) or a command it refused. Callers
+# outside shared/ catch these, never redis-py's own types.
+STORE_ERRORS: tuple[type[Exception], ...] = (RedisError, OSError)
+
+
+def is_missing_group(error: Exception) -> bool:
+    """True for NOGROUP: a stream or its group is gone (Redis lost its data); recreate them."""
+    return isinstance(error, ResponseError) and "NOGROUP" in str(error)
 
 
 def is_oom(error: Exception) -> bool:
@@ -45,13 +62,17 @@ def now_ms() -> int:
 
 
 class JobStore:
-    """Every Redis read and write of ocrq goes through here."""
+    """Every Redis read and write of ocrq goes through here (or the parts it holds: the
+    lanes' reads, the webhook queue, the events channel)."""
 
     def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
         self.keys = Keys(settings.prefix, settings.partitions)
         self.nodes = NodeClients(redis)  # on a cluster: plain clients of its masters
+        self.lanes = JobLanes(redis, self.keys)
+        self.webhook_queue = WebhookQueue(redis, self.keys)
+        self.event_channel = EventChannel(redis, self.keys.events)
         # Registered once: redis-py sends EVALSHA and loads the script again after a flush.
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(load_script(name)) for name in SCRIPT_NAMES
@@ -101,6 +122,10 @@ class JobStore:
         """
         new = NewJob(self.keys, job_id, lane, fields, batch)
         return await write_new_job(self.nodes, self.settings, new, idem)
+
+    async def check_reachable(self) -> None:
+        """PING Redis: raises when it does not answer (readiness)."""
+        await self.redis.ping()
 
     async def aclose(self) -> None:
         """Close the client and any per-node clients of the store."""
@@ -259,24 +284,10 @@ class JobStore:
         argv: list[ScriptArg] = [self.keys.group, int(min_idle_s * 1000), me]
         return int(await self._run("prune", [stream], argv))
 
-    async def own_pending(self, stream: str, me: str, count: int) -> list[tuple[str, int]]:
-        """(entry, times delivered) of the entries pending to this consumer on a stream."""
-        rows = await self.redis.xpending_range(
-            stream, self.keys.group, min="-", max="+", count=count, consumername=me
-        )
-        return [(text(row["message_id"]), int(row["times_delivered"])) for row in rows]
-
-    async def entry_job(self, stream: str, entry: str) -> tuple[str, str]:
-        """(job id, batch id) a stream entry names; "" for what it lacks or when it is gone."""
-        rows = await self.redis.xrange(stream, min=entry, max=entry, count=1)
-        fields = (rows[0][1] if rows else None) or {}
-        job = fields.get(ENTRY_JOB_ID.encode(), b"")
-        return text(job), text(fields.get(ENTRY_BATCH.encode(), b""))
-
-    async def drop_entry(self, stream: str, entry: str) -> None:
-        """ACK and delete an entry that names no job (not ours to keep redelivering)."""
-        await self.redis.xack(stream, self.keys.group, entry)
-        await self.redis.xdel(stream, entry)
+    async def write_webhook_state(self, kind: str, some_id: str, state_json: bytes) -> None:
+        """Write where a webhook delivery stands on its job (kind "job") or batch, if it exists."""
+        key = self.keys.job(some_id) if kind == "job" else self.keys.batch(some_id)
+        await self._run("webhook_state", [key], [state_json])
 
     async def memory(self) -> tuple[int, int]:
         """(used_memory, maxmemory) in bytes, of the fullest master of a cluster."""

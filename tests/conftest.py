@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
-from support.processes import SessionGuard
-from support.stack import Stack, redis_env, start_producer, stop
+from support.processes import SessionGuard, stop
+from support.services import redis_env, start_producer
+from support.stack import Stack
 from support.topology import Topology, start_topology
 
 from ocrq.fakevllm.runner import FakeVllm
@@ -20,7 +21,7 @@ from ocrq.shared.store import JobStore, make_redis
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A session ends with none of its processes alive, or it fails (tests/session_processes)."""
+    """A session ends with none of its processes alive, or it fails (support/processes.py)."""
     grace = float(os.environ.get("OCRQ_TEST_LEFTOVER_GRACE_S", "10"))
     config.pluginmanager.register(SessionGuard(grace), "ocrq-session-guard")
 

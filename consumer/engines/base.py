@@ -21,7 +21,7 @@ class PageImage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class EngineOutput(msgspec.Struct, kw_only=True):
-    """What an engine made of one micro-batch.
+    """What an engine made of one page group (the pages of one engine request).
 
     ``pages`` holds per-page results, one per input page (for a multi-page request these
     carry geometry and blocks only, their markdown stays None); ``segments`` holds text
@@ -46,7 +46,7 @@ class Engine(Protocol):
     async def recognise(
         self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
     ) -> EngineOutput:
-        """OCR one micro-batch; raise OcrqError (transient or permanent code) on failure.
+        """OCR one page group; raise OcrqError (transient or permanent code) on failure.
 
         ``profile`` names a model profile (vLLM), ``languages`` the job's languages (local
         engine); None means the engine's default. Engines do not retry: the worker owns

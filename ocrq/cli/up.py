@@ -59,7 +59,7 @@ class Supervisor:
 
     def __init__(self) -> None:
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
-        self.redis: EmbeddedServer | None = None
+        self.redis_server: EmbeddedServer | None = None
 
     def spawn(self, name: str, args: list[str], env: dict[str, str]) -> None:
         """Start `ocrq ARGS` as a child process."""
@@ -84,8 +84,8 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-        if self.redis:
-            self.redis.stop()
+        if self.redis_server:
+            self.redis_server.stop()
 
 
 def ensure_port_free(host: str, port: int) -> None:
@@ -134,8 +134,8 @@ def start(stack: Supervisor, args: argparse.Namespace) -> tuple[str, str]:
     """Start Redis (unless given), the producer and the workers; (api url, redis url)."""
     redis_url = args.redis_url
     if not redis_url:
-        stack.redis = start_server(args.data_dir.resolve() / "redis", aof=True)
-        redis_url = stack.redis.url
+        stack.redis_server = start_server(args.data_dir.resolve() / "redis", aof=True)
+        redis_url = stack.redis_server.url
     env = {"OCRQ_REDIS_URL": redis_url, "OCRQ_ENGINE": args.engine, "OCRQ_VLLM_URL": args.vllm_url}
     # A laptop's own stack: the shipped change-me secrets are allowed here, and only here.
     laptop = "--allow-placeholder-secrets"

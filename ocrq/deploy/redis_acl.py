@@ -111,10 +111,11 @@ PRODUCER_COMMANDS = (
     "zrangebyscore",
     "publish",
     "subscribe",
-    "unsubscribe",  # producer/events.py: the events channel
+    "unsubscribe",  # shared/event_channel.py: the events channel (producer/events.py)
 )
 WORKER_COMMANDS = (
-    # consumer/worker.py: the lanes' entries, reclaims, its own pending entries
+    # shared/lanes.py: the lanes' entries, reclaims, its own pending entries; and
+    # shared/webhook_queue.py: the webhooks streams' entries (XCLAIM holds one)
     "xreadgroup",
     "xautoclaim",
     "xpending",
@@ -124,8 +125,8 @@ WORKER_COMMANDS = (
     "xgroup|create",
     "xclaim",
     "hmget",
-    "hgetall",  # consumer/webhooks.py
-    "hget",  # consumer/heartbeat.py: the job's status
+    "hgetall",  # consumer/webhook_attempts.py: a batch's summary
+    "hget",  # shared/store.py: the job's status (consumer/heartbeat.py)
 )
 PYTHON_COMMANDS: dict[Role, tuple[str, ...]] = {
     "producer": PRODUCER_COMMANDS,

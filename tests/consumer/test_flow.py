@@ -76,7 +76,7 @@ async def test_a_wait_cancelled_just_as_it_was_granted_gives_the_slot_back() -> 
 
 async def test_rendering_stops_while_rendered_pages_fill_the_budget() -> None:
     render, granted = RenderSlots(2, budget_bytes=1000), list[str]()
-    render.batch_bytes = 100
+    render.group_bytes = 100
     render.add_ready(950)
     task = waiter(render, "job", granted)
     await settle()
@@ -86,9 +86,9 @@ async def test_rendering_stops_while_rendered_pages_fill_the_budget() -> None:
     assert granted == ["job"]
 
 
-async def test_a_batch_larger_than_the_whole_budget_still_renders_alone() -> None:
+async def test_a_page_group_larger_than_the_whole_budget_still_renders_alone() -> None:
     render = RenderSlots(2, budget_bytes=10)
-    render.batch_bytes = 1_000_000
+    render.group_bytes = 1_000_000
     await asyncio.wait_for(render.acquire("job"), 5)
     assert not render.has_room()  # but not two of them
 
@@ -99,15 +99,15 @@ def room_after(flow: PageFlow, *steps: Callable[[PageFlow], None]) -> int:
     return flow.room()
 
 
-async def test_a_worker_takes_jobs_only_while_few_batches_wait_to_be_rendered() -> None:
+async def test_a_worker_takes_jobs_only_while_few_page_groups_wait_to_be_rendered() -> None:
     flow = PageFlow(slots=32, renderers=2, budget_bytes=10**9)
     assert flow.room() == 4  # two per rendering process
-    assert room_after(flow, lambda f: f.admit("a")) == 3  # not inspected yet: one batch
+    assert room_after(flow, lambda f: f.admit("a")) == 3  # not inspected yet: one page group
     assert room_after(flow, lambda f: f.plan("a", 10)) == 0  # a 10-page PDF
     assert room_after(flow, lambda f: f.forget("a")) == 4  # done, failed or cancelled
 
 
-async def test_a_rendered_batch_makes_room_and_waits_in_the_budget_until_sent() -> None:
+async def test_a_rendered_page_group_makes_room_and_waits_in_the_budget_until_sent() -> None:
     flow = PageFlow(slots=1, renderers=1, budget_bytes=10**9)
     flow.admit("a")
     flow.plan("a", 1)
@@ -131,7 +131,7 @@ async def test_a_worker_holding_two_engine_fulls_takes_no_more_jobs() -> None:
     assert flow.room() == 1  # the engine returned it
 
 
-async def test_a_batch_cancelled_while_waiting_for_the_engine_leaves_the_budget() -> None:
+async def test_a_page_group_cancelled_while_waiting_for_the_engine_leaves_the_budget() -> None:
     flow = PageFlow(slots=1, renderers=1, budget_bytes=10**9)
     await flow.engine.acquire("other")
     flow.render.add_ready(700)

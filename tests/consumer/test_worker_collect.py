@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from ocrq.consumer.delivery import Delivery
 from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.worker import Worker
+from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import ENTRY_JOB_ID
 from ocrq.shared.store import JobStore
 
@@ -39,7 +39,7 @@ async def blocked_clients(store: JobStore) -> int:
     return int((await store.redis.info("clients"))["blocked_clients"])
 
 
-async def collecting(w: Worker, take: int, stop: asyncio.Event) -> asyncio.Task[list[Delivery]]:
+async def collecting(w: Worker, take: int, stop: asyncio.Event) -> asyncio.Task[list[LaneEntry]]:
     """collect_window started on empty lanes, once its read is blocked there."""
     before = await blocked_clients(w.store)
     task = asyncio.create_task(w.collect_window(take, stop))
@@ -50,7 +50,7 @@ async def collecting(w: Worker, take: int, stop: asyncio.Event) -> asyncio.Task[
     raise TimeoutError("the worker never blocked")
 
 
-async def run_for_a_while(d: Delivery) -> None:
+async def run_for_a_while(d: LaneEntry) -> None:
     await asyncio.sleep(30)
 
 
@@ -67,7 +67,7 @@ def worker(store: JobStore, tmp_path: Path, *, name: str = "w-test", **settings:
     return Worker(changed, store, runner, WorkerMetrics())
 
 
-async def collect_soon(w: Worker, take: int, block_ms: int | None = None) -> list[Delivery]:
+async def collect_soon(w: Worker, take: int, block_ms: int | None = None) -> list[LaneEntry]:
     """collect_window, failing the test if it waits anywhere near a long window."""
     return await asyncio.wait_for(w.collect_window(take, asyncio.Event(), block_ms), 10)
 
@@ -196,7 +196,7 @@ async def test_a_job_already_running_here_is_not_started_twice(
     (d,) = await w.read_queued(1)
     assert await w._dispatch(d) == 1
     assert await w._dispatch(d) == 0  # the same entry, reclaimed from ourselves
-    assert await w._dispatch(msgspec.structs.replace(d, entry="0-1")) == 0  # the same job
+    assert await w._dispatch(msgspec.structs.replace(d, entry_id="0-1")) == 0  # the same job
     assert len(w.tasks) == 1
     for task in w.tasks:
         task.cancel()
@@ -209,10 +209,10 @@ async def test_entries_pending_to_this_worker_are_resumed_with_their_jobs(
         await add(store, name)
     w = worker(store, tmp_path)
     got = await w.read_queued(3)  # pending to us; then the tasks died with a connection
-    await store.redis.xdel(store.keys.stream("interactive"), got[2].entry)
+    await store.redis.xdel(store.keys.stream("interactive"), got[2].entry_id)
     resumed = await w.resume_own()
-    assert [(d.job_id, d.entry) for d in resumed] == [
-        ("a", got[0].entry), ("b", got[1].entry), ("", got[2].entry)
+    assert [(d.job_id, d.entry_id) for d in resumed] == [
+        ("a", got[0].entry_id), ("b", got[1].entry_id), ("", got[2].entry_id)
     ]  # fmt: skip
     assert all(d.deliveries == 1 for d in resumed)
 

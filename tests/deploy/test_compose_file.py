@@ -13,7 +13,7 @@ import pytest
 import yaml
 from support.deploy_tree import REPO_ROOT, base_objects, find
 
-from ocrq.deploy import keda
+from ocrq.deploy import sizing
 from ocrq.producer.guard import host_policy
 from ocrq.shared.settings import LANES, Settings, load_settings
 
@@ -142,7 +142,7 @@ def test_workers_get_shm_for_pages_and_outlive_their_drain() -> None:
     for name in ("consumer", "consumer-gpu"):
         service = services()[name]
         settings = load_settings(environment(service))
-        assert page_space(service, settings) >= keda.shm_size_bytes(settings)
+        assert page_space(service, settings) >= sizing.shm_size_bytes(settings)
         assert seconds(service["stop_grace_period"]) > settings.drain_grace_s
         assert service["build"]["target"] == "consumer"
         health = " ".join(service["healthcheck"]["test"])

@@ -23,7 +23,7 @@ from support.deploy_tree import (
     validate_built,
 )
 
-from ocrq.deploy import keda
+from ocrq.deploy import keda, sizing
 from ocrq.producer.guard import ANY_HOST_PATHS, host_policy
 from ocrq.shared.settings import LANES, Settings, load_settings
 
@@ -186,7 +186,7 @@ def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
     shm = next(v for v in pod_spec(consumer)["volumes"] if v["name"] == "shm")
     assert shm["emptyDir"]["medium"] == "Memory"
     size = quantity(shm["emptyDir"]["sizeLimit"])
-    assert size >= keda.shm_size_bytes(settings)
+    assert size >= sizing.shm_size_bytes(settings)
     mounts = {m["mountPath"]: m["name"] for m in container(consumer)["volumeMounts"]}
     assert mounts[settings.shm_dir] == "shm"
     # Memory-backed emptyDir is charged to the container: the limit must hold it too.
@@ -196,20 +196,20 @@ def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
 
 def test_shm_formula_is_pages_in_the_engine_plus_the_render_ahead_budget() -> None:
     vllm = load_settings({}, engine="vllm", vllm_url="http://vllm:8000", engine_concurrency=32)
-    assert keda.page_bytes(150) == 1241 * 1754 * 3
-    assert keda.page_bytes(300) > 3.9 * keda.page_bytes(150)
-    assert keda.pages_in_flight(vllm, batch_size=1) == 32
-    assert keda.pages_in_flight(vllm, batch_size=4) == 128
+    assert sizing.page_bytes(150) == 1241 * 1754 * 3
+    assert sizing.page_bytes(300) > 3.9 * sizing.page_bytes(150)
+    assert sizing.pages_in_flight(vllm, batch_size=1) == 32
+    assert sizing.pages_in_flight(vllm, batch_size=4) == 128
     ahead, documents = vllm.render_ahead_mb * 2**20, vllm.max_jobs * vllm.max_document_bytes
-    assert keda.shm_size_bytes(vllm) == documents + keda.page_bytes(150) * 32 + ahead
+    assert sizing.shm_size_bytes(vllm) == documents + sizing.page_bytes(150) * 32 + ahead
 
 
 def test_a_local_engine_needs_shm_for_its_processes_only() -> None:
     local = load_settings({}, engine="local", local_workers=2)
-    assert keda.pages_in_flight(local) == 2
+    assert sizing.pages_in_flight(local) == 2
     documents = local.max_jobs * local.max_document_bytes
-    expected = documents + keda.page_bytes(150) * 2 + local.render_ahead_mb * 2**20
-    assert keda.shm_size_bytes(local) == expected
+    expected = documents + sizing.page_bytes(150) * 2 + local.render_ahead_mb * 2**20
+    assert sizing.shm_size_bytes(local) == expected
 
 
 def test_consumer_outlives_its_drain_and_exposes_metrics_port() -> None:
@@ -459,7 +459,7 @@ def test_sidecar_worker_hands_pages_to_the_vllm_beside_it_by_path(sidecar: list[
     assert mounts[0][folder] == mounts[1][folder]
     volume = next(v for v in pod["volumes"] if v["name"] == mounts[0][folder])
     assert volume["emptyDir"]["medium"] == "Memory"
-    assert quantity(volume["emptyDir"]["sizeLimit"]) >= keda.shm_size_bytes(settings)
+    assert quantity(volume["emptyDir"]["sizeLimit"]) >= sizing.shm_size_bytes(settings)
     limit = quantity(consumer["resources"]["limits"]["memory"])
     assert limit >= quantity(volume["emptyDir"]["sizeLimit"]) + 2**30  # pages charged to it
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from support.deploy_tree import K8S, base_objects, find
 
-from ocrq.deploy import keda
+from ocrq.deploy import command, keda, sizing
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import GROUP, LANES, load_settings
 
@@ -28,7 +28,7 @@ def _no_ocrq_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def generate(tmp_path: Path, *extra: str) -> dict[str, str]:
     out = tmp_path / "keda"
-    assert keda.main(["keda", "--env-from", str(CONFIG), "--out", str(out), *extra]) == 0
+    assert command.main(["keda", "--env-from", str(CONFIG), "--out", str(out), *extra]) == 0
     return {str(p.relative_to(out)): p.read_text() for p in sorted(out.rglob("*.yaml"))}
 
 
@@ -52,7 +52,7 @@ def test_stdout_holds_the_same_objects_as_the_files(
 ) -> None:
     files = generate(tmp_path)
     capsys.readouterr()
-    assert keda.main(["keda", "--env-from", str(CONFIG)]) == 0
+    assert command.main(["keda", "--env-from", str(CONFIG)]) == 0
     printed = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     written = [d for text in files.values() for d in yaml.safe_load_all(text) if d]
     assert printed == written
@@ -70,9 +70,9 @@ def test_one_lag_and_one_pending_trigger_per_lane_with_explicit_lag_count() -> N
         assert lag["stream"] == pending["stream"] == keys.stream(lane)
         assert lag["consumerGroup"] == pending["consumerGroup"] == GROUP
         # Without lagCount KEDA's code quietly switches to pending mode.
-        assert lag["lagCount"] == str(keda.jobs_per_worker(settings))
+        assert lag["lagCount"] == str(sizing.jobs_per_worker(settings))
         assert "pendingEntriesCount" not in lag
-        assert pending["pendingEntriesCount"] == str(keda.jobs_per_worker(settings))
+        assert pending["pendingEntriesCount"] == str(sizing.jobs_per_worker(settings))
         assert "lagCount" not in pending
         # KEDA activates on count > activationLagCount: "0" lets one queued job wake it.
         assert lag["activationLagCount"] == pending["activationLagCount"] == "0"
@@ -116,7 +116,7 @@ def test_consumer_scales_from_zero_with_gentle_scale_down() -> None:
 
 def test_prefix_setting_renames_every_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OCRQ_PREFIX", "tenant7:")
-    settings = keda.settings_for(None)
+    settings = command.settings_for(None)
     streams = {t["metadata"]["stream"] for t in keda.lane_triggers(settings, "ocrq", 1, 1)}
     assert streams == {f"tenant7:{{p0}}:stream:{lane}" for lane in LANES}
     assert "~tenant7:{p*}:stream:*" in keda.keda_acl_rules(settings)
@@ -172,8 +172,8 @@ def test_env_from_configmap_overrides_the_environment(
     config.write_text(
         yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "data": {"OCRQ_MAX_JOBS": "4"}})
     )
-    assert keda.settings_for(config).max_jobs == 4
-    assert keda.settings_for(None).max_jobs == 99
+    assert command.settings_for(config).max_jobs == 4
+    assert command.settings_for(None).max_jobs == 99
 
 
 def test_loopback_redis_url_maps_to_the_in_cluster_service() -> None:
@@ -189,7 +189,7 @@ def test_external_rediss_url_keeps_host_and_enables_tls() -> None:
         "databaseIndex": "2",
         "enableTLS": "true",
     }
-    rendered = keda.render(keda.keda_files(load_settings({}, redis_url=url))["consumer.yaml"])
+    rendered = command.render(keda.keda_files(load_settings({}, redis_url=url))["consumer.yaml"])
     assert "s3cr3t-pw" not in rendered  # the password only ever comes from the Secret
 
 
@@ -218,11 +218,11 @@ def test_bad_setting_is_reported_not_raised(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("OCRQ_MAX_JOBS", "many")
-    assert keda.main(["keda"]) == 2
+    assert command.main(["keda"]) == 2
     assert "OCRQ_" in capsys.readouterr().err
 
 
 def test_sizing_prints_the_shm_figure(capsys: pytest.CaptureFixture[str]) -> None:
-    assert keda.main(["sizing", "--env-from", str(CONFIG)]) == 0
+    assert command.main(["sizing", "--env-from", str(CONFIG)]) == 0
     out = capsys.readouterr().out
-    assert str(keda.shm_size_bytes(keda.settings_for(CONFIG))) in out
+    assert str(sizing.shm_size_bytes(command.settings_for(CONFIG))) in out

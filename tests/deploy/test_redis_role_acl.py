@@ -17,8 +17,9 @@ import pytest
 import redis
 import yaml
 from support.deploy_tree import K8S, REPO_ROOT, base_objects, find, load_docs
-from support.redis_servers import wait_until
+from support.processes import wait_until
 
+from ocrq.deploy import command as k8s
 from ocrq.deploy import keda, redis_acl
 from ocrq.shared.embedded import EmbeddedServer, find_server_binary, free_port
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, with_tag
@@ -48,7 +49,7 @@ def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_committed_role_rules_equal_what_the_key_layout_generates() -> None:
-    settings = keda.settings_for(CONFIG)
+    settings = k8s.settings_for(CONFIG)
     expected = {role: redis_acl.role_rules(settings, role) for role in redis_acl.ROLES}
     assert committed_role_rules() == expected, (
         "k8s/base/keda/redis-acl.yaml drifted from the code's key layout: regenerate with "
@@ -257,7 +258,7 @@ def test_compose_redis_has_the_generated_users_and_an_unprivileged_default() -> 
 
 
 def test_ocrq_k8s_acl_prints_the_users_compose_loads(capsys: pytest.CaptureFixture[str]) -> None:
-    assert keda.main(["acl"]) == 0
+    assert k8s.main(["acl"]) == 0
     printed = capsys.readouterr().out.splitlines()
     users = compose_users()
     expected = []

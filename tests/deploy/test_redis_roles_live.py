@@ -153,8 +153,8 @@ async def jobs_life(producer: JobStore, worker: JobStore) -> None:
         job, "interactive", entry, me
     )
     assert await worker.status(job) == "processing"
-    assert (await worker.own_pending(stream, me, 10))[0][0] == entry
-    assert (await worker.entry_job(stream, entry))[0] == job
+    assert (await worker.lanes.own_pending(stream, me, 10))[0][0] == entry
+    assert (await worker.lanes.entry_job(stream, entry))[0] == job
     assert await worker.release(job, "interactive", entry, me)
     _, reclaimed, *_ = await worker.redis.xautoclaim(stream, "workers", me, 0)
     assert reclaimed[0][0].decode() == entry

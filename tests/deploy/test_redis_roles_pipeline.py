@@ -18,10 +18,9 @@ from typing import Any
 import httpx
 import pytest
 from support.documents import png
-from support.processes import stop
-from support.redis_servers import wait_until
+from support.processes import stop, wait_http, wait_until
 from support.role_servers import PARTITIONS, RoleServer
-from support.stack import Stack, wait_http
+from support.stack import Stack
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port

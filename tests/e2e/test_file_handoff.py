@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from support.documents import png, sized_pdf
-from support.redis_servers import wait_until
+from support.processes import wait_until
 from support.stack import Stack, WorkerProc
 
 pytestmark = pytest.mark.slow

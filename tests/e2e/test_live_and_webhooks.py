@@ -19,7 +19,9 @@ import redis
 from httpx_sse import connect_sse
 from standardwebhooks.webhooks import Webhook
 from support.documents import png, sized_pdf
-from support.stack import Stack, start_producer, stop
+from support.processes import stop
+from support.services import start_producer
+from support.stack import Stack
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.settings import Settings

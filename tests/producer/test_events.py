@@ -11,7 +11,7 @@ from ocrq.shared.store import JobStore
 
 
 async def test_a_published_event_wakes_the_waiters_of_that_job_only(store: JobStore) -> None:
-    hub = EventHub(store.redis, store.keys.events)
+    hub = EventHub(store.event_channel)
     await hub.start()
     await asyncio.sleep(0.3)  # subscribed (a subscription wakes whoever already waits)
     try:
@@ -26,7 +26,7 @@ async def test_a_published_event_wakes_the_waiters_of_that_job_only(store: JobSt
 async def test_every_waiter_wakes_after_the_subscription_is_restored(
     store: JobStore, aredis: aioredis.Redis
 ) -> None:
-    hub = EventHub(store.redis, store.keys.events)
+    hub = EventHub(store.event_channel)
     await hub.start()
     await asyncio.sleep(0.3)
     try:

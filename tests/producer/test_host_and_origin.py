@@ -16,8 +16,8 @@ import httpx
 import pytest
 from litestar.testing import TestClient
 from support.payloads import b64, small_pdf
-from support.processes import stop
-from support.stack import redis_env, wait_http
+from support.processes import stop, wait_http
+from support.services import redis_env
 
 from ocrq.producer.guard import host_policy, split_host
 from ocrq.shared.embedded import free_port

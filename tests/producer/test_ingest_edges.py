@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 from support.payloads import small_pdf
-from support.stack import start_producer, stop
+from support.processes import stop
+from support.services import start_producer
 
 from ocrq.shared.settings import Settings
 

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 from support.payloads import b64, small_pdf
-from support.processes import stop
-from support.stack import redis_env, wait_http
+from support.processes import stop, wait_http
+from support.services import redis_env
 
 from ocrq.shared.embedded import free_port
 from ocrq.shared.settings import Settings

@@ -19,7 +19,9 @@ from typing import Any
 import httpx
 import pytest
 from support.documents import scanned_pdf, text_png
-from support.stack import Stack, start_producer, stop
+from support.processes import stop
+from support.services import start_producer
+from support.stack import Stack
 
 from ocrq.shared.settings import Settings
 

@@ -29,9 +29,12 @@ def own_settings(own_redis: EmbeddedServer, tmp_path: Path) -> Settings:
     """Settings on the test's own Redis, with a private shm folder."""
     (tmp_path / "shm").mkdir(exist_ok=True)
     return load_settings(
-        {}, redis_url=own_redis.url, shm_dir=str(tmp_path / "shm"), log_format="json",
+        {},
+        redis_url=own_redis.url,
+        shm_dir=str(tmp_path / "shm"),
+        log_format="json",
         metrics_port=0,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

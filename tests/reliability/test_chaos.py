@@ -17,7 +17,7 @@ import httpx
 import pytest
 import redis
 from support.documents import png
-from support.redis_faults import kill, revive
+from support.redis_servers import kill, restart
 from support.stack import Stack, WorkerProc
 
 from ocrq.shared.embedded import EmbeddedServer
@@ -119,7 +119,7 @@ def test_every_accepted_job_survives_a_redis_sigkill_under_load(
     time.sleep(2)
     kill(server)  # appendfsync always: every 202 was on disk
     time.sleep(2)
-    revived = revive(server)
+    revived = restart(server)
     try:
         time.sleep(3)
         stop.set()

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.stack import start_producer, stop
+from support.processes import stop
+from support.services import start_producer
 
 from ocrq.shared.settings import Settings
 

@@ -6,8 +6,8 @@ import time
 
 import redis
 from support.documents import sized_pdf
-from support.redis_faults import kill, revive
-from support.redis_servers import wait_until
+from support.processes import wait_until
+from support.redis_servers import kill, restart
 from support.stack import Stack
 
 from ocrq.shared.embedded import EmbeddedServer
@@ -53,7 +53,7 @@ def test_jobs_in_flight_when_redis_restarts_finish_long_before_the_visibility_ti
     kill(server)
     time.sleep(3)  # the outage
     started = time.monotonic()
-    revived = revive(server)
+    revived = restart(server)
     try:
         views = [stack.wait(j, timeout_s=60) for j in jobs]
         assert [v["status"] for v in views] == ["done"] * 4

@@ -27,9 +27,14 @@ def result_for(job_id: str, markdown: str) -> Result:
     page = Page(number=1, width=100, height=100, markdown=markdown)
     engine = EngineInfo(name="test", model="none", profile="none")
     return Result(
-        id=job_id, status="done", media_type="application/pdf", page_count=1,
-        markdown=markdown, pages=[page], engine=engine,
-    )  # fmt: skip
+        id=job_id,
+        status="done",
+        media_type="application/pdf",
+        page_count=1,
+        markdown=markdown,
+        pages=[page],
+        engine=engine,
+    )
 
 
 async def finish_done(store: JobStore, markdown: str = "# Hello\n") -> str:

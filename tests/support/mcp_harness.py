@@ -15,21 +15,9 @@ from mcp import Client as McpClient
 from mcp import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
+from .processes import processes_with
+
 MARK = "OCRQ_TEST_MCP_SERVER"  # in each server's environment, to find it after the session
-
-
-def servers_alive(mark: str) -> list[int]:
-    """Pids of processes started with this mark in their environment."""
-    needle = f"{MARK}={mark}".encode()
-    alive = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0"):
-                if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
-                    alive.append(int(entry.name))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return alive
 
 
 @asynccontextmanager
@@ -42,16 +30,22 @@ async def mcp_session(
     """
     mark = os.urandom(6).hex()
     settings = {
-        "OCRQ_URL": url, "OCRQ_API_KEY": "", "OCRQ_MCP_ROOTS": str(tmp_path), MARK: mark, **env,
-    }  # fmt: skip
+        "OCRQ_URL": url,
+        "OCRQ_API_KEY": "",
+        "OCRQ_MCP_ROOTS": str(tmp_path),
+        MARK: mark,
+        **env,
+    }
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "ocrq.cli", "mcp"], env={**os.environ, **settings},
+        command=sys.executable,
+        args=["-m", "ocrq.cli", "mcp"],
+        env={**os.environ, **settings},
         cwd=cwd,
-    )  # fmt: skip
+    )
     with (tmp_path / f"mcp-{mark}.log").open("w") as errlog:
         async with McpClient(stdio_client(params, errlog=errlog)) as client:
             yield client
-    assert servers_alive(mark) == []
+    assert processes_with(mark, MARK) == []
 
 
 def text_of(result: CallToolResult) -> str:

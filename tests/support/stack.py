@@ -1,14 +1,12 @@
-"""Processes for end-to-end tests: worker subprocesses, the stack, HTTP readiness."""
+"""A running pipeline for one end-to-end test: its producer, fake vLLM and worker processes."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,13 +19,12 @@ import httpx
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port
 from ocrq.shared.keys import Keys
+from ocrq.shared.schemas import TERMINAL
 from ocrq.shared.settings import Settings
 
-from .processes import stop
-from .redis_servers import wait_until
+from .processes import start_ocrq, stop, wait_http, wait_until
+from .services import redis_env, start_producer
 from .topology import sync_client
-
-TERMINAL = {"done", "failed", "cancelled"}
 
 
 def jobs_done_by(workers: list[WorkerProc], total: int, timeout_s: float = 10) -> list[int]:
@@ -98,33 +95,38 @@ class Stack:
         ``new_session``: the worker leads its own process group, as a command in a terminal.
         """
         worker = self._launch_worker(new_session, env)
-        wait_http(worker.health_url, worker.proc)
+        wait_http(worker.health_url, worker.proc, log=worker.log_path)
         return worker
 
     def start_workers(self, count: int, **env: Any) -> list[WorkerProc]:
         """Start ``count`` workers at once, then wait for them all: they read the queue together."""
         workers = [self._launch_worker(False, env) for _ in range(count)]
         for worker in workers:
-            wait_http(worker.health_url, worker.proc)
+            wait_http(worker.health_url, worker.proc, log=worker.log_path)
         return workers
 
     def _launch_worker(self, new_session: bool, env: dict[str, Any]) -> WorkerProc:
         port = free_port()
         values = {
-            "REDIS_URL": self.settings.redis_url, "ENGINE": "vllm", "VLLM_URL": self.fake.url,
-            "SHM_DIR": str(self.shm), "METRICS_PORT": str(port), "LOG_FORMAT": "json",
-            "ENGINE_BACKOFF_S": "0.05", "ENGINE_BACKOFF_MAX_S": "0.2", "ENGINE_RETRIES": "3",
-            "VISIBILITY_TIMEOUT_MS": "3000", "ENGINE_TIMEOUT_S": "10", "RASTER_WORKERS": "1",
-            "DRAIN_GRACE_S": "20", "REDIS_BLOCK_MS": "500", **redis_env(self.settings),
-        }  # fmt: skip
-        values.update({k.upper(): str(v) for k, v in env.items()})
-        full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in values.items()}}
+            "REDIS_URL": self.settings.redis_url,
+            "ENGINE": "vllm",
+            "VLLM_URL": self.fake.url,
+            "SHM_DIR": str(self.shm),
+            "METRICS_PORT": str(port),
+            "LOG_FORMAT": "json",
+            "ENGINE_BACKOFF_S": "0.05",
+            "ENGINE_BACKOFF_MAX_S": "0.2",
+            "ENGINE_RETRIES": "3",
+            "VISIBILITY_TIMEOUT_MS": "3000",
+            "ENGINE_TIMEOUT_S": "10",
+            "RASTER_WORKERS": "1",
+            "DRAIN_GRACE_S": "20",
+            "REDIS_BLOCK_MS": "500",
+            **redis_env(self.settings),
+            **{k.upper(): str(v) for k, v in env.items()},
+        }
         log_path = self.tmp / f"worker-{len(self.workers)}.log"
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ocrq.cli", "worker"],
-            env=full_env, stdout=subprocess.DEVNULL, stderr=log_path.open("wb"),
-            start_new_session=new_session,
-        )  # fmt: skip
+        proc = start_ocrq("worker", [], values, log_path, new_session=new_session)
         worker = WorkerProc(proc, f"http://127.0.0.1:{port}/metrics", log_path)
         self.workers.append(worker)
         return worker
@@ -212,53 +214,6 @@ class Stack:
                 w.proc.wait(30)
             except subprocess.TimeoutExpired:
                 w.proc.kill()
-
-
-def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
-    """Poll url until it answers 200, or fail if the process died or time ran out."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{url} did not answer")
-
-
-def redis_env(settings: Settings) -> dict[str, str]:
-    """The OCRQ_* names (without prefix) that say which Redis to use and how."""
-    return {
-        "REDIS_URL": settings.redis_url, "REDIS_MODE": settings.redis_mode,
-        "PARTITIONS": str(settings.partitions), "REDIS_SENTINELS": settings.redis_sentinels,
-        "REDIS_SENTINEL_MASTER": settings.redis_sentinel_master,
-        "REDIS_WAIT_REPLICAS": str(settings.redis_wait_replicas),
-    }  # fmt: skip
-
-
-def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`ocrq producer` with extra OCRQ_* settings (names without prefix); process and URL."""
-    port = free_port()
-    settings = {
-        "REDIS_URL": redis_url, "LOG_FORMAT": "json", "LOG_LEVEL": "warning",
-        "PRODUCER_WORKERS": "1",  # one process is enough for a test, and starts faster
-    }  # fmt: skip
-    settings.update({k.upper(): v for k, v in env.items()})
-    full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in settings.items()}}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ocrq.cli", "producer", "--port", str(port)],
-        env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{url}/healthz", proc)
-    except BaseException:
-        proc.kill()
-        raise
-    return proc, url
 
 
 @contextlib.contextmanager

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from support.documents import png
-from support.redis_servers import Cluster, client, kill, start_cluster, wait_until
+from support.processes import wait_until
+from support.redis_servers import Cluster, client, kill, start_cluster
 from support.stack import Stack, running_stack
 from support.upload_load import UploadLoad
 

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.redis_servers import SentinelSet, kill, start_sentinel_set, wait_until
+from support.processes import wait_until
+from support.redis_servers import SentinelSet, kill, start_sentinel_set
 from support.stack import Stack, running_stack
 from support.upload_load import UploadLoad
 
