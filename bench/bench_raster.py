@@ -77,7 +77,7 @@ class PoolMethod:
     def __init__(self, settings: Settings) -> None:
         self.loop = asyncio.new_event_loop()
         self.rasteriser = Rasteriser(
-            raster_pool(settings), settings.max_image_pixels, settings.max_image_side
+            raster_pool(settings), settings.worker.max_image_pixels, settings.worker.max_image_side
         )
 
     async def _render_all(self, pdf: Path, dpi: int, out: Path) -> None:
@@ -199,7 +199,8 @@ def main() -> int:
     settings = load_settings({})
     print(f"{os.cpu_count()} CPUs, PyMuPDF {pymupdf.VersionBind}, load {os.getloadavg()[0]:.2f}")
     print(
-        f"pages/s, median of {args.repeats} (min..max); ocrq pool = {settings.raster_workers} procs"
+        f"pages/s, median of {args.repeats} (min..max); "
+        f"ocrq pool = {settings.worker.raster_workers} procs"
     )
     with tempfile.TemporaryDirectory(prefix="ocrq-bench-", dir=base) as name:
         args.scratch = Path(name)
@@ -224,9 +225,11 @@ def main() -> int:
         finally:
             pool.close()
         if "rss" in args.parts:
-            rss_table(args.scratch, docs["scan"], settings.default_dpi)
+            rss_table(args.scratch, docs["scan"], settings.worker.default_dpi)
         if "formats" in args.parts:
-            compare_formats(docs["scan"], texts, settings.default_dpi, args.ocr_pages, args.scratch)
+            compare_formats(
+                docs["scan"], texts, settings.worker.default_dpi, args.ocr_pages, args.scratch
+            )
     return 0
 
 

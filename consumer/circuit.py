@@ -66,7 +66,7 @@ class EngineCircuit:
         self, request: Callable[[], Awaitable[T]], on_error: Callable[[OcrqError], None]
     ) -> T:
         """Run one engine request under the circuit's rules (see the module docstring)."""
-        s = self.settings
+        s = self.settings.ocr
         first_failure: float | None = None
         failures_while_up = 0
         pause = Backoff(s.engine_backoff_s, s.engine_backoff_max_s)
@@ -93,7 +93,9 @@ class EngineCircuit:
                 await asyncio.sleep(pause.next_delay())
 
     async def _probe_until_up(self) -> None:
-        backoff = Backoff(self.settings.engine_backoff_s, self.settings.engine_backoff_max_s)
+        backoff = Backoff(
+            self.settings.ocr.engine_backoff_s, self.settings.ocr.engine_backoff_max_s
+        )
         while True:  # a poll of another process: there is no event to wait on
             if await self._probe():
                 break

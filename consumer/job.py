@@ -49,7 +49,7 @@ class JobRunner:
             log.error("job", outcome="interrupted", error=str(e))
 
     async def _process(self, entry: LaneEntry) -> None:
-        if entry.deliveries > self.settings.max_deliveries:
+        if entry.deliveries > self.settings.worker.max_deliveries:
             await through_outages(
                 lambda: self.store.poison(
                     entry.job_id, entry.lane, entry.entry_id, self.me, entry.deliveries, entry.batch
@@ -73,7 +73,7 @@ class JobRunner:
 
     async def _run_claimed(self, entry: LaneEntry) -> None:
         tally = Tally()
-        interval = max(0.2, min(1.0, self.settings.visibility_timeout_ms / 3000))
+        interval = max(0.2, min(1.0, self.settings.worker.visibility_timeout_ms / 3000))
         try:
             async with Heartbeat(self.store, entry, self.me, interval) as beat:
                 result = await beat.watch(self._recognise(entry, tally))

@@ -39,18 +39,21 @@ log = structlog.get_logger("ocrq.worker")
 
 def worker_name(settings: Settings) -> str:
     """Unique per process: host-pid-random (the pid lets a restart sweep a dead one's files)."""
-    return settings.worker_name or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+    return (
+        settings.worker.worker_name
+        or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
+    )
 
 
 def make_engine(settings: Settings, http: httpx.AsyncClient) -> Engine:
     """The configured engine: vLLM over HTTP, or a local CPU engine (Tesseract, RapidOCR)."""
-    if settings.engine_name == "vllm":
-        if not settings.vllm_url:
+    if settings.ocr.engine_name == "vllm":
+        if not settings.ocr.vllm_url:
             raise ValueError("OCRQ_ENGINE=vllm needs OCRQ_VLLM_URL")
         from ocrq.consumer.engines.vllm import VllmEngine
 
         return VllmEngine(settings, http)
-    if settings.engine_name == "rapidocr":
+    if settings.ocr.engine_name == "rapidocr":
         from ocrq.consumer.engines.rapidocr import RapidOcrEngine
 
         return RapidOcrEngine(settings)
@@ -62,23 +65,23 @@ def make_engine(settings: Settings, http: httpx.AsyncClient) -> Engine:
 def engine_slots(settings: Settings, engine: Engine) -> int:
     """Requests the worker keeps in the engine: a local engine's processes, else the setting."""
     if isinstance(engine, CpuEngine):
-        return max(1, min(settings.engine_concurrency, engine.slots))
-    return max(1, settings.engine_concurrency)
+        return max(1, min(settings.ocr.engine_concurrency, engine.slots))
+    return max(1, settings.ocr.engine_concurrency)
 
 
 def page_flow(settings: Settings, engine: Engine) -> PageFlow:
     """Engine slots, rendering processes and the render-ahead budget of /dev/shm."""
-    budget = settings.render_ahead_mb * 1024 * 1024
-    return PageFlow(engine_slots(settings, engine), settings.raster_workers, budget)
+    budget = settings.worker.render_ahead_mb * 1024 * 1024
+    return PageFlow(engine_slots(settings, engine), settings.worker.raster_workers, budget)
 
 
 def http_client(settings: Settings) -> httpx.AsyncClient:
     """One pooled client for every engine request of this process."""
     limits = httpx.Limits(
-        max_connections=settings.engine_concurrency,
-        max_keepalive_connections=settings.engine_concurrency,
+        max_connections=settings.ocr.engine_concurrency,
+        max_keepalive_connections=settings.ocr.engine_concurrency,
     )
-    timeout = httpx.Timeout(settings.engine_timeout_s, connect=10.0)
+    timeout = httpx.Timeout(settings.ocr.engine_timeout_s, connect=10.0)
     return httpx.AsyncClient(limits=limits, timeout=timeout)
 
 
@@ -88,9 +91,9 @@ def raster_pool(settings: Settings) -> RecyclingPool:
     ctx.set_forkserver_preload(["ocrq.consumer.forkserver_preload"])
     return RecyclingPool(
         lambda: ProcessPoolExecutor(
-            max_workers=settings.raster_workers, mp_context=ctx, initializer=die_with_parent
+            max_workers=settings.worker.raster_workers, mp_context=ctx, initializer=die_with_parent
         ),
-        settings.raster_workers,
+        settings.worker.raster_workers,
     )
 
 
@@ -109,7 +112,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     me = worker_name(settings)
     structlog.contextvars.bind_contextvars(worker=me)
     anchor_helpers()  # render and OCR processes, and their forkserver, die with this one
-    root = stack_root(settings.shm_dir, settings.redis_url, settings.prefix)
+    root = stack_root(settings.worker.shm_dir, settings.store.redis_url, settings.store.prefix)
     swept = sweep_stale(root)
     if swept:
         log.info("swept_stale_folders", count=len(swept))
@@ -121,10 +124,10 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     flow = page_flow(settings, engine)
     metrics = WorkerMetrics()
     metrics.watch_flow(flow)
-    health = HealthServer(metrics, "0.0.0.0", settings.metrics_port, stale_after_s=30.0)
+    health = HealthServer(metrics, "0.0.0.0", settings.worker.metrics_port, stale_after_s=30.0)
     try:
-        await start_helpers(pool, engine, settings.raster_workers)
-        if settings.metrics_port:
+        await start_helpers(pool, engine, settings.worker.raster_workers)
+        if settings.worker.metrics_port:
             await health.start()
         store = JobStore(redis, settings)
         reader = PageReader(
@@ -132,7 +135,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
             engine=engine,
             circuit=circuit,
             metrics=metrics,
-            rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
+            rasteriser=Rasteriser(
+                pool, settings.worker.max_image_pixels, settings.worker.max_image_side
+            ),
             flow=flow,
         )
         runner = JobRunner(settings, store, reader, metrics, me, workspace)

@@ -75,7 +75,7 @@ class PageReader:
         self, job: JobPages, report: Report
     ) -> tuple[list[Page], list[EngineOutput]]:
         """Inspect, take text layers, then recognise the rest; report as page groups finish."""
-        s = self.settings
+        s = self.settings.worker
         max_pages = min(job.options.max_pages or s.default_max_pages, s.default_max_pages)
         total = await self.rasteriser.inspect(str(job.doc), job.media_type, max_pages)
         await report(0, total)
@@ -102,7 +102,7 @@ class PageReader:
 
     def dpi(self, job: JobPages) -> int:
         """The job's DPI, else the worker's default."""
-        return job.options.dpi or self.settings.default_dpi
+        return job.options.dpi or self.settings.worker.default_dpi
 
     def _wants_text_layer(self, job: JobPages) -> bool:
         if job.media_type != "application/pdf":
@@ -145,7 +145,7 @@ class PageReader:
             )
             for i in indices
         ]
-        if self.settings.detect_orientation:
+        if self.settings.ocr.detect_orientation:
             images = [await self.rasteriser.upright(image) for image in images]
         raster_s = time.monotonic() - started
         job.tally.raster_s += raster_s
@@ -162,7 +162,7 @@ class PageReader:
             on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
         )
         review_pages(
-            out.pages, images, self.engine.reads_scripts, self.settings.doubtful_confidence
+            out.pages, images, self.engine.reads_scripts, self.settings.ocr.doubtful_confidence
         )
         infer_s = time.monotonic() - started
         job.tally.infer_s += infer_s

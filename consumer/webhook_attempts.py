@@ -77,7 +77,9 @@ class CallbackDelivery:
         key = self.keys.get(found.tenant)
         if not key:  # the tenant's secret was removed after the job was submitted
             return await self.refuse_unsigned(hook, found.tenant, state)
-        window_end = int(hook.entry_id.split("-")[0]) / 1000 + self.settings.webhook_retry_s
+        window_end = (
+            int(hook.entry_id.split("-")[0]) / 1000 + self.settings.webhooks.webhook_retry_s
+        )
         backoff = Backoff(1.0, 300.0)
         backoff.attempt = state.attempts
         # A reclaimed delivery may have spent its attempts already; a new one tries once.
@@ -122,13 +124,13 @@ class CallbackDelivery:
             "webhook-timestamp": str(stamp),
             "webhook-signature": signature(key, msg_id, stamp, cb.body),
         }
-        timeout_s = self.settings.webhook_timeout_s
+        timeout_s = self.settings.webhooks.webhook_timeout_s
         started = time.monotonic()
         try:
             target = await resolve_checked(
                 cb.url,
-                allow_private=self.settings.webhook_allow_private,
-                timeout_s=min(self.settings.webhook_resolve_timeout_s, timeout_s),
+                allow_private=self.settings.webhooks.webhook_allow_private,
+                timeout_s=min(self.settings.webhooks.webhook_resolve_timeout_s, timeout_s),
                 resolve=self.egress.resolve,
                 blocked=self.egress.blocked,
             )
@@ -234,10 +236,12 @@ def resume(cb: Callback) -> WebhookState:
 def give_up_reason(state: WebhookState, settings: Settings, window_end: float) -> str | None:
     """Why a delivery stops after a failed attempt; None while it goes on."""
     attempts = f"{state.attempts} attempt{'s' if state.attempts != 1 else ''}"
-    if state.attempts >= settings.webhook_max_attempts:
+    if state.attempts >= settings.webhooks.webhook_max_attempts:
         spent = f"after {attempts} (OCRQ_WEBHOOK_MAX_ATTEMPTS)"
     elif time.time() + 1 > window_end:
-        spent = f"after {attempts} in {settings.webhook_retry_s:g} s (OCRQ_WEBHOOK_RETRY_S)"
+        spent = (
+            f"after {attempts} in {settings.webhooks.webhook_retry_s:g} s (OCRQ_WEBHOOK_RETRY_S)"
+        )
     else:
         return None
     if state.last_error:

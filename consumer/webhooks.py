@@ -29,7 +29,7 @@ CONCURRENCY = 8
 
 def webhook_client(settings: Settings) -> httpx.AsyncClient:
     """The webhooks' own HTTP client (never the engine's): CONCURRENCY pinned connections."""
-    return pinned_client(CONCURRENCY, settings.webhook_timeout_s)
+    return pinned_client(CONCURRENCY, settings.webhooks.webhook_timeout_s)
 
 
 class WebhookSender:
@@ -51,7 +51,7 @@ class WebhookSender:
     ) -> None:
         self.settings, self.store, self.me = settings, store, me
         self.keys, self.queue = store.keys, store.webhook_queue
-        keys = parse_webhook_secrets(settings.webhook_secrets)
+        keys = parse_webhook_secrets(settings.webhooks.webhook_secrets)
         self.delivery = CallbackDelivery(settings, store, Egress(http, resolve, blocked), keys)
         self.slots = asyncio.Semaphore(CONCURRENCY)
         self.tasks: set[asyncio.Task[None]] = set()
@@ -85,7 +85,9 @@ class WebhookSender:
     async def _wind_down(self) -> None:
         """Let attempts under way end (their deadline bounds them), then cancel what is left."""
         if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=self.settings.webhook_timeout_s + 1)
+            await asyncio.wait(
+                set(self.tasks), timeout=self.settings.webhooks.webhook_timeout_s + 1
+            )
         for task in self.tasks:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
@@ -108,7 +110,7 @@ class WebhookSender:
         # One blocking read cannot name streams of several cluster slots: each partition
         # is read in turn, and an idle turn still lasts about a second in all.
         block_ms = max(1, 1000 // self.keys.partitions)
-        visibility_ms = self.settings.visibility_timeout_ms
+        visibility_ms = self.settings.worker.visibility_timeout_ms
         for stream in self.queue.streams():  # stale entries of dead senders, then new ones
             taken = await self.queue.take(stream, self.me, visibility_ms, CONCURRENCY, block_ms)
             self._start(taken)

@@ -111,7 +111,7 @@ class Worker:
             room = self.room()
         if room > 0:
             # In burst mode an idle worker must notice an empty queue at once.
-            block_ms = 0 if burst and not self.tasks else self.settings.redis_block_ms
+            block_ms = 0 if burst and not self.tasks else self.settings.store.redis_block_ms
             entries = await self.collect_window(room, stop, block_ms)
             if entries:
                 self.metrics.window_fill.observe(len(entries))
@@ -121,7 +121,7 @@ class Worker:
 
     def room(self) -> int:
         """Jobs to take now: what the worker can start soon, within ``max_jobs`` in flight."""
-        return min(self.settings.max_jobs - len(self.tasks), self.flow.room())
+        return min(self.settings.worker.max_jobs - len(self.tasks), self.flow.room())
 
     async def _dispatch_held(self) -> int:
         """Start held entries while there is room; the rest stay held for the next turn."""
@@ -161,7 +161,7 @@ class Worker:
         got = await self.read_queued(take)
         if got or block_ms == 0:
             return got
-        got = await self.wait_first(block_ms or self.settings.redis_block_ms)
+        got = await self.wait_first(block_ms or self.settings.store.redis_block_ms)
         if not got or len(got) >= take:
             return got
         opened = time.monotonic()
@@ -180,7 +180,7 @@ class Worker:
             return []
 
     async def _rest_of_window(self, opened: float, stop: asyncio.Event) -> None:
-        left = opened + self.settings.collect_window_ms / 1000 - time.monotonic()
+        left = opened + self.settings.worker.collect_window_ms / 1000 - time.monotonic()
         if left > 0:  # a timed sleep, not a BLOCK: Redis would round it up to ~100 ms
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), left)
@@ -192,7 +192,7 @@ class Worker:
         that arrives behind a long batch still goes first (the streak is then zero).
         """
         lanes = self.store.keys.lanes
-        if self._interactive_streak >= max(1, self.settings.batch_share) - 1:
+        if self._interactive_streak >= max(1, self.settings.worker.batch_share) - 1:
             return tuple(reversed(lanes))
         return lanes
 
@@ -256,7 +256,9 @@ class Worker:
     async def reclaim(self, room: int) -> list[LaneEntry]:
         """XAUTOCLAIM entries idle past the visibility timeout (their worker died)."""
         out: list[LaneEntry] = []
-        self._next_reclaim = time.monotonic() + max(1.0, self.settings.visibility_timeout_ms / 4000)
+        self._next_reclaim = time.monotonic() + max(
+            1.0, self.settings.worker.visibility_timeout_ms / 4000
+        )
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
         await asyncio.to_thread(sweep_stale, self.stack_root)
         for _, stream in self.store.keys.lane_streams():
@@ -265,13 +267,15 @@ class Worker:
             self._cursors[stream], found = await self.lanes.reclaim(
                 stream,
                 self.me,
-                self.settings.visibility_timeout_ms,
+                self.settings.worker.visibility_timeout_ms,
                 self._cursors.get(stream, "0-0"),
                 room - len(out),
             )
             for entry in found:
                 out.append(await self.lanes.with_delivery_count(entry))
-            await self.store.prune_consumers(stream, self.me, self.settings.consumer_prune_idle_s)
+            await self.store.prune_consumers(
+                stream, self.me, self.settings.worker.consumer_prune_idle_s
+            )
             if len(out) >= room:
                 break
         if out:
@@ -283,7 +287,9 @@ class Worker:
         running = {e.entry_id for e in self.tasks.values()} | {e.entry_id for e in self.held}
         out: list[LaneEntry] = []
         for lane, stream in self.store.keys.lane_streams():
-            pending = await self.lanes.own_pending(stream, self.me, 10 * self.settings.max_jobs)
+            pending = await self.lanes.own_pending(
+                stream, self.me, 10 * self.settings.worker.max_jobs
+            )
             for entry_id, delivered in pending:
                 if entry_id not in running:
                     job_id, batch = await self.lanes.entry_job(stream, entry_id)
@@ -297,8 +303,12 @@ class Worker:
         unfinished = list(self.held)
         self.held.clear()
         if self.tasks:
-            log.info("draining", in_flight=len(self.tasks), grace_s=self.settings.drain_grace_s)
-            _, pending = await asyncio.wait(set(self.tasks), timeout=self.settings.drain_grace_s)
+            log.info(
+                "draining", in_flight=len(self.tasks), grace_s=self.settings.worker.drain_grace_s
+            )
+            _, pending = await asyncio.wait(
+                set(self.tasks), timeout=self.settings.worker.drain_grace_s
+            )
             unfinished += [self.tasks[task] for task in pending]
             for task in pending:
                 task.cancel()

@@ -153,7 +153,7 @@ def lifespan_for(settings: Settings) -> Any:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         redis = make_redis(settings)
         store = JobStore(redis, settings)
-        auth = Authenticator(settings.tenant_keys)
+        auth = Authenticator(settings.api.tenant_keys)
         if auth.open:
             log.warning("api_open", message="OCRQ_API_KEYS is empty: the API accepts anyone")
         try:

@@ -75,15 +75,15 @@ def host_policy(settings: Settings) -> HostPolicy:
     any host (a rebinding page cannot present a key), and an open API only localhost names,
     so an open API is never usable from the network without OCRQ_ALLOWED_HOSTS saying so.
     """
-    listed = [part.strip() for part in settings.allowed_hosts.split(",") if part.strip()]
+    listed = [part.strip() for part in settings.api.allowed_hosts.split(",") if part.strip()]
     if "*" in listed:
         return HostPolicy(frozenset(), any_host=True)
     if listed:
         return HostPolicy(frozenset(parse_entries(listed)))
     names = list(LOCAL_NAMES)
-    if settings.host.strip() not in WILDCARD_BINDS:
-        names.append(bracketed(settings.host.strip()))
-    elif settings.api_keys.strip():
+    if settings.api.host.strip() not in WILDCARD_BINDS:
+        names.append(bracketed(settings.api.host.strip()))
+    elif settings.api.api_keys.strip():
         return HostPolicy(frozenset(), any_host=True)
     return HostPolicy(frozenset((name.lower(), None) for name in names))
 

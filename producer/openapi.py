@@ -112,13 +112,13 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
         parameter["schema"] = limits.get(parameter["name"], parameter["schema"])
     for parameter in paths["/v1/jobs/{job_id}"]["get"].get("parameters", []):
         if parameter["name"] == "wait":
-            parameter["schema"]["maximum"] = settings.max_wait_s
+            parameter["schema"]["maximum"] = settings.api.max_wait_s
     for (method, path), statuses in ROUTE_ERRORS.items():
         operation = paths[path][method]
         responses = operation.setdefault("responses", {})
         for status in statuses:
             responses[str(status)] = error_response(status)
-        if settings.api_keys:
+        if settings.api.api_keys:
             operation["security"] = [{"bearer": []}, {"apiKey": []}]
     for (method, path), types in STREAMED.items():
         content = {kind: {"schema": {"type": "string"}} for kind in types}
@@ -137,7 +137,7 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
     paths["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]["content"]["text/markdown"] = (
         markdown
     )
-    if settings.api_keys:
+    if settings.api.api_keys:
         components["securitySchemes"] = {
             "bearer": {"type": "http", "scheme": "bearer"},
             "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
@@ -163,10 +163,10 @@ def option_limits(settings: Settings) -> dict[str, Any]:
     runnable = [
         name
         for name, profile in sorted(PROFILES.items())
-        if settings.engine_name == "vllm"
+        if settings.ocr.engine_name == "vllm"
         and (
-            settings.vllm_model in profile.models
-            or not any(settings.vllm_model in p.models for p in PROFILES.values())
+            settings.ocr.vllm_model in profile.models
+            or not any(settings.ocr.vllm_model in p.models for p in PROFILES.values())
         )
     ]
     profile: dict[str, Any] = {"type": "null"}
@@ -174,7 +174,7 @@ def option_limits(settings: Settings) -> dict[str, Any]:
         profile = {"anyOf": [{"enum": runnable}, {"type": "null"}]}
     pages = {
         "anyOf": [
-            {"type": "integer", "minimum": 1, "maximum": settings.default_max_pages},
+            {"type": "integer", "minimum": 1, "maximum": settings.worker.default_max_pages},
             {"type": "null"},
         ]
     }

@@ -70,7 +70,7 @@ async def ui_config(state: State) -> dict[str, Any]:
     rt: Runtime = state.runtime
     return {
         "api_keys": not rt.auth.open,
-        "max_document_bytes": rt.settings.max_document_bytes,
+        "max_document_bytes": rt.settings.api.max_document_bytes,
     }
 
 

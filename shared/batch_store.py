@@ -80,7 +80,7 @@ class BatchStore:
     @property
     def open_deadline_s(self) -> float:
         """How long after it opens a batch may still be read from its request."""
-        body_s = self.jobs.settings.body_timeout_s * BODY_DEADLINE_FACTOR
+        body_s = self.jobs.settings.api.body_timeout_s * BODY_DEADLINE_FACTOR
         return body_s * OPEN_MARGIN_FACTOR
 
     async def open(
@@ -98,9 +98,9 @@ class BatchStore:
         # Without a key: an unused key of the slot, and TTL 0 (a script's keys share a slot).
         tag = tag_of(batch_id)
         idem_key = self.keys.batch_idem(tenant, idem or "", tag)
-        idem_ttl = self.jobs.settings.idempotency_ttl_s if idem else 0
+        idem_ttl = self.jobs.settings.api.idempotency_ttl_s if idem else 0
         # Never gone while its request may still add jobs (they would count in a fragment).
-        ttl = max(self.jobs.settings.result_ttl_s, math.ceil(self.open_deadline_s) * 2)
+        ttl = max(self.jobs.settings.api.result_ttl_s, math.ceil(self.open_deadline_s) * 2)
         deadline = now_ms() + int(self.open_deadline_s * 1000)
         argv: list[ScriptArg] = [batch_id, idem_ttl, ttl, deadline, *flat]
         keys = [self.keys.batch(batch_id), idem_key, self.keys.open_batches(tag)]
@@ -126,7 +126,7 @@ class BatchStore:
         argv: list[ScriptArg] = [
             self.keys.events,
             now_ms(),
-            self.jobs.settings.result_ttl_s,
+            self.jobs.settings.api.result_ttl_s,
             rejected,
             batch_id,
             mode,

@@ -44,9 +44,9 @@ REDIS_DOWN: tuple[type[Exception], ...] = (
 
 def redis_mode(settings: Settings) -> str:
     """single, cluster or sentinel: OCRQ_REDIS_SENTINELS alone selects sentinel."""
-    if settings.redis_sentinels and settings.redis_mode == "single":
+    if settings.store.redis_sentinels and settings.store.redis_mode == "single":
         return "sentinel"
-    return settings.redis_mode
+    return settings.store.redis_mode
 
 
 def parse_sentinels(raw: str) -> list[tuple[str, int]]:
@@ -74,11 +74,11 @@ def make_redis(settings: Settings) -> aioredis.Redis:
     if mode == "sentinel":
         return _sentinel_client(settings)
     pool = aioredis.BlockingConnectionPool.from_url(
-        settings.redis_url,
-        max_connections=settings.redis_max_connections,
-        timeout=settings.redis_connect_timeout_s,
-        socket_timeout=settings.redis_socket_timeout_s,
-        socket_connect_timeout=settings.redis_connect_timeout_s,
+        settings.store.redis_url,
+        max_connections=settings.store.redis_max_connections,
+        timeout=settings.store.redis_connect_timeout_s,
+        socket_timeout=settings.store.redis_socket_timeout_s,
+        socket_connect_timeout=settings.store.redis_connect_timeout_s,
         health_check_interval=30,
     )
     return aioredis.Redis(connection_pool=pool)
@@ -87,10 +87,10 @@ def make_redis(settings: Settings) -> aioredis.Redis:
 def _cluster_client(settings: Settings) -> RedisCluster:
     """A cluster client seeded by redis_url (any node); it learns the others itself."""
     return RedisCluster.from_url(
-        settings.redis_url,
-        max_connections=settings.redis_max_connections,  # per node
-        socket_timeout=settings.redis_socket_timeout_s,
-        socket_connect_timeout=settings.redis_connect_timeout_s,
+        settings.store.redis_url,
+        max_connections=settings.store.redis_max_connections,  # per node
+        socket_timeout=settings.store.redis_socket_timeout_s,
+        socket_connect_timeout=settings.store.redis_connect_timeout_s,
         health_check_interval=30,
     )
 
@@ -102,22 +102,22 @@ def _sentinel_client(settings: Settings) -> aioredis.Redis:
     without credentials (they have ACLs of their own).
     """
     timeouts = {
-        "socket_timeout": settings.redis_socket_timeout_s,
-        "socket_connect_timeout": settings.redis_connect_timeout_s,
+        "socket_timeout": settings.store.redis_socket_timeout_s,
+        "socket_connect_timeout": settings.store.redis_connect_timeout_s,
     }
-    url = urlsplit(settings.redis_url)  # unquoted as redis-py's from_url does
+    url = urlsplit(settings.store.redis_url)  # unquoted as redis-py's from_url does
     username = unquote(url.username) if url.username else None
     password = unquote(url.password) if url.password is not None else None
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        parse_sentinels(settings.redis_sentinels),
+        parse_sentinels(settings.store.redis_sentinels),
         sentinel_kwargs=timeouts,
         username=username,
         password=password,
         **timeouts,
     )
     client: aioredis.Redis = sentinel.master_for(
-        settings.redis_sentinel_master,
-        max_connections=settings.redis_max_connections,
+        settings.store.redis_sentinel_master,
+        max_connections=settings.store.redis_max_connections,
         health_check_interval=30,
     )
     return client

@@ -135,17 +135,17 @@ async def _check_room(redis: aioredis.Redis, settings: Settings, new: NewJob) ->
     Reads outside the transaction: the limits are soft ones (a few concurrent uploads may
     pass them together), which keeps uploads from aborting each other's transactions.
     """
-    sets = new.tenant_sets() if settings.max_tenant_backlog > 0 else []
+    sets = new.tenant_sets() if settings.api.max_tenant_backlog > 0 else []
     async with redis.pipeline(transaction=False) as pipe:
         pipe.xlen(new.stream)
         for key in sets:
             pipe.zcard(key)
         lane, *tenant = [int(n) for n in await pipe.execute()]
-    if sets and sum(tenant) >= settings.max_tenant_backlog:
+    if sets and sum(tenant) >= settings.api.max_tenant_backlog:
         await _check_tenant_backlog(redis, settings, new, sets, sum(tenant))
     # Each partition holds its share of a lane: uploads without a key spread evenly, and P
     # XLENs per upload would cost more than they tell.
-    if lane >= -(-settings.max_backlog // new.keys.partitions):
+    if lane >= -(-settings.api.max_backlog // new.keys.partitions):
         raise OcrqError(
             ErrorCode.QUEUE_FULL, f"the {new.lane} lane holds {lane} jobs", retry_after=FULL_RETRY_S
         )
@@ -161,7 +161,7 @@ async def _check_tenant_backlog(
     checked here, where it matters, and those whose job ended or vanished are dropped.
     """
     active -= await _forget_ended(redis, new.keys, sets)
-    limit = settings.max_tenant_backlog
+    limit = settings.api.max_tenant_backlog
     if active >= limit:
         raise OcrqError(
             ErrorCode.QUOTA_EXCEEDED,
@@ -206,10 +206,10 @@ def _write(pipe: Any, settings: Settings, new: NewJob, idem: str | None) -> None
     pipe.xgroup_create(new.stream, new.keys.group, id="0", mkstream=True)
     pipe.xadd(new.stream, new.entry())
     if idem:
-        pipe.set(idem, new.job_id, ex=settings.idempotency_ttl_s)
+        pipe.set(idem, new.job_id, ex=settings.api.idempotency_ttl_s)
     pipe.zadd(new.index, {new.job_id: new.created})
-    pipe.zremrangebyrank(new.index, 0, -settings.tenant_index_size - 1)
-    pipe.expire(new.index, settings.result_ttl_s)
+    pipe.zremrangebyrank(new.index, 0, -settings.api.tenant_index_size - 1)
+    pipe.expire(new.index, settings.api.result_ttl_s)
     # No TTL: the set lives while its jobs do, and the last one's end removes it.
     pipe.zadd(new.active, {new.job_id: new.created})
     if new.batch:

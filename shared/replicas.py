@@ -24,12 +24,12 @@ async def confirm_replicated(
     nodes: NodeClients, settings: Settings, tick_key: str, value: str
 ) -> None:
     """Write ``tick_key`` then WAIT; raise unavailable when too few replicas answered."""
-    wanted = settings.redis_wait_replicas
+    wanted = settings.store.redis_wait_replicas
     if wanted <= 0:
         return
     async with nodes.for_key(tick_key).pipeline(transaction=False) as pipe:
         pipe.set(tick_key, value, px=TICK_TTL_MS)
-        pipe.execute_command("WAIT", wanted, settings.redis_wait_timeout_ms)
+        pipe.execute_command("WAIT", wanted, settings.store.redis_wait_timeout_ms)
         _, acked = await pipe.execute()
     if int(acked) < wanted:
         raise OcrqError(

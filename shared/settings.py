@@ -1,4 +1,4 @@
-"""The operator's settings: one Struct, read once from ``OCRQ_*`` environment variables."""
+"""The operator's settings: one Struct of groups, read once from ``OCRQ_*`` variables."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ EngineName = Literal["local", "tesseract", "rapidocr", "vllm"]
 RunnableEngine = Literal["local", "rapidocr", "vllm"]
 
 
-class Settings(msgspec.Struct, frozen=True, kw_only=True):
-    """Every knob of ocrq; each default works on a laptop."""
+class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The job store: where its Redis is, how to talk to it, how its keys are laid out."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     # single: one server (redis_url). cluster: Redis/Valkey Cluster, redis_url names any node.
@@ -42,7 +42,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     redis_max_connections: int = 64
     redis_block_ms: int = 2000
 
-    # --- producer ---
+
+class ApiSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The producer's HTTP API: binding, limits, keys, retention."""
+
     host: str = "127.0.0.1"
     port: int = 8000
     producer_workers: int = 0  # uvicorn processes of `ocrq producer`; 0: one per core
@@ -58,6 +61,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     result_ttl_s: int = 7 * 24 * 3600
     idempotency_ttl_s: int = 24 * 3600
     tenant_index_size: int = 10_000  # recent jobs per tenant that GET /v1/jobs can list
+    # Host header allow-list, "name,name:port,…"; empty: the bind address and localhost
+    # names. "*" admits any host (behind a proxy that checks it).
+    allowed_hosts: str = ""
+    max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
+
+    @property
+    def tenant_keys(self) -> dict[str, str]:
+        """API key → tenant, parsed from ``api_keys``."""
+        return parse_api_keys(self.api_keys)
+
+
+class UploadSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Batch uploads (POST /v1/batches): their bounds and the ZIP spool."""
+
     # Batches (POST /v1/batches): per request, and for ZIP archives (a ZIP bomb is refused
     # whole before anything of it is read).
     max_batch_files: int = 5000
@@ -65,7 +82,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_zip_members: int = 5000
     max_zip_uncompressed_bytes: int = 2 * 1024 * 1024 * 1024
     max_zip_ratio: int = 100  # uncompressed : compressed, per member
-    batch_share: int = 4  # a worker reads the batch lane at least once in this many reads
+    # Where a ZIP batch is spooled while read ("" : the system's temp folder); in k8s an
+    # emptyDir whose sizeLimit must hold max_batch_bytes.
+    spool_dir: str = ""
+    # ZIP uploads spooled at once in spool_dir, by every producer process using it (the
+    # volume holds spool_slots x max_batch_bytes); one more is 503 + Retry-After.
+    # Unused while spool_dir is "".
+    spool_slots: int = 4
+
+
+class WebhookSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Callbacks: signing, which targets, and how hard to try."""
+
     # Webhooks: "tenant:whsec_…,…" signs each tenant's callbacks (Standard Webhooks secrets:
     # whsec_ + base64, anything else refused at start); private targets need allowing.
     webhook_secrets: str = ""
@@ -74,35 +102,43 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhook_retry_s: float = 3600.0  # retried with backoff this long, then failed
     webhook_max_attempts: int = 12  # and at most this many attempts, whichever ends first
     webhook_resolve_timeout_s: float = 5.0  # a callback host's DNS answer must come this fast
-    # Host header allow-list, "name,name:port,…"; empty: the bind address and localhost
-    # names. "*" admits any host (behind a proxy that checks it).
-    allowed_hosts: str = ""
-    # Where a ZIP batch is spooled while read ("" : the system's temp folder); in k8s an
-    # emptyDir whose sizeLimit must hold max_batch_bytes.
-    spool_dir: str = ""
-    # ZIP uploads spooled at once in spool_dir, by every producer process using it (the
-    # volume holds spool_slots x max_batch_bytes); one more is 503 + Retry-After.
-    # Unused while spool_dir is "".
-    spool_slots: int = 4
-    max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
-    log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: str = "info"
 
-    # --- consumer ---
+
+class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """A worker: how it takes jobs from the lanes and renders their pages."""
+
+    batch_share: int = 4  # a worker reads the batch lane at least once in this many reads
+    # A burst's first jobs wait at most this for the rest of it; a lone job never waits.
+    collect_window_ms: int = 100
+    max_jobs: int = 256  # jobs in flight per worker, at most (pages follow the engine's slots)
+    # Rendered pages not yet sent to the engine may take this much of /dev/shm (MiB).
+    render_ahead_mb: int = 64
+    visibility_timeout_ms: int = 300_000
+    max_deliveries: int = 3
+    consumer_prune_idle_s: int = 3600  # a group consumer owning nothing, unseen this long, goes
+    drain_grace_s: float = 30.0
+    shm_dir: str = "/dev/shm"
+    raster_workers: int = 2
+    default_dpi: int = 150
+    default_max_pages: int = 200
+    max_image_pixels: int = 80_000_000  # decompression-bomb guard
+    max_image_side: int = 4096  # larger images are downscaled
+    metrics_port: int = 9100  # 0: no HTTP port on the worker
+    worker_name: str = ""  # empty: host-pid-random
+
+
+class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The OCR engine a worker calls (vLLM over HTTP, or a local CPU engine)."""
+
     engine: EngineName | None = None  # None: vllm when vllm_url is set, else local
     vllm_url: str = ""
     vllm_model: str = "baidu/Unlimited-OCR"
     vllm_api_key: str = ""
     profile: str = "unlimited-ocr"
     max_tokens: int = 0  # 0: the profile's own max_tokens
-    # A burst's first jobs wait at most this for the rest of it; a lone job never waits.
-    collect_window_ms: int = 100
-    max_jobs: int = 256  # jobs in flight per worker, at most (pages follow the engine's slots)
     # Engine requests (page groups) in flight per worker; 256 is vLLM's default max_num_seqs.
     # A local engine takes the lower of this and its processes.
     engine_concurrency: int = 256
-    # Rendered pages not yet sent to the engine may take this much of /dev/shm (MiB).
-    render_ahead_mb: int = 64
     engine_timeout_s: float = 300.0
     # How a rendered page reaches the engine: "data" (base64 in the request, any host) or
     # "file" (a file:// URL under shm_dir, for an engine that shares the worker's /dev/shm).
@@ -113,24 +149,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     engine_retries: int = 5  # failures of one request while the engine says it is healthy
     engine_backoff_s: float = 1.0
     engine_backoff_max_s: float = 30.0
-    visibility_timeout_ms: int = 300_000
-    max_deliveries: int = 3
-    consumer_prune_idle_s: int = 3600  # a group consumer owning nothing, unseen this long, goes
-    drain_grace_s: float = 30.0
-    shm_dir: str = "/dev/shm"
-    raster_workers: int = 2
     local_workers: int = 0  # local OCR processes; 0: one per core
     local_languages: str = "eng+fra"  # Tesseract languages when a job names none
     # Turn sideways and upside-down pages upright before any engine reads them.
     detect_orientation: bool = True
     # A page the local engine read with a mean confidence below this carries a warning.
     doubtful_confidence: float = 0.6
-    default_dpi: int = 150
-    default_max_pages: int = 200
-    max_image_pixels: int = 80_000_000  # decompression-bomb guard
-    max_image_side: int = 4096  # larger images are downscaled
-    metrics_port: int = 9100  # 0: no HTTP port on the worker
-    worker_name: str = ""  # empty: host-pid-random
 
     @property
     def engine_name(self) -> RunnableEngine:
@@ -141,10 +165,23 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return self.engine
         return "vllm" if self.vllm_url else "local"
 
-    @property
-    def tenant_keys(self) -> dict[str, str]:
-        """API key → tenant, parsed from ``api_keys``."""
-        return parse_api_keys(self.api_keys)
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Every knob of ocrq, grouped by concern; each default works on a laptop.
+
+    A field's environment variable is OCRQ_ + its name (``settings.worker.max_jobs`` is
+    OCRQ_MAX_JOBS): names are unique across the groups, so each reads the same in code,
+    in the environment and in the docs.
+    """
+
+    store: StoreSettings = msgspec.field(default_factory=StoreSettings)
+    api: ApiSettings = msgspec.field(default_factory=ApiSettings)
+    uploads: UploadSettings = msgspec.field(default_factory=UploadSettings)
+    webhooks: WebhookSettings = msgspec.field(default_factory=WebhookSettings)
+    worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: str = "info"
 
 
 def parse_tenant_pairs(raw: str, setting: str, what: str) -> list[tuple[str, str]]:
@@ -202,23 +239,70 @@ def webhook_key(secret: str) -> bytes:
     return key
 
 
+GROUPS: dict[str, type[msgspec.Struct]] = {
+    "store": StoreSettings,
+    "api": ApiSettings,
+    "uploads": UploadSettings,
+    "webhooks": WebhookSettings,
+    "worker": WorkerSettings,
+    "ocr": OcrSettings,
+}
+# Each setting's group ("" for the few at the top level), by field name: OCRQ_ + name.upper().
+SETTING_GROUPS: dict[str, str] = {
+    **{f.name: group for group, cls in GROUPS.items() for f in msgspec.structs.fields(cls)},
+    **{f.name: "" for f in msgspec.structs.fields(Settings) if f.name not in GROUPS},
+}
+
+
+def setting_names() -> list[str]:
+    """Every setting's field name; its environment variable is OCRQ_ + name.upper()."""
+    return list(SETTING_GROUPS)
+
+
+def nest(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Flat ``{field: value}`` as the groups' shape; an unknown name is a ValueError."""
+    nested: dict[str, Any] = {}
+    for name, value in values.items():
+        if name not in SETTING_GROUPS:
+            raise ValueError(f"no setting {name!r} (OCRQ_{name.upper()})")
+        group = SETTING_GROUPS[name]
+        (nested.setdefault(group, {}) if group else nested)[name] = value
+    return nested
+
+
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    """Read ``OCRQ_*`` variables once into Settings; explicit overrides win."""
+    """Read ``OCRQ_*`` variables once into Settings; explicit (flat) overrides win."""
     env = os.environ if environ is None else environ
     raw: dict[str, Any] = {}
-    for field in msgspec.structs.fields(Settings):
-        value = env.get(f"OCRQ_{field.name.upper()}")
+    for name in SETTING_GROUPS:
+        value = env.get(f"OCRQ_{name.upper()}")
         if value is not None and value != "":
-            raw[field.name] = value
+            raw[name] = value
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        settings = msgspec.convert(raw, Settings, strict=False)
+        settings = msgspec.convert(nest(raw), Settings, strict=False)
     except msgspec.ValidationError as e:
         raise ValueError(f"invalid OCRQ_* setting: {e}") from e
-    parse_api_keys(settings.api_keys)
-    parse_webhook_secrets(settings.webhook_secrets)
+    parse_api_keys(settings.api.api_keys)
+    parse_webhook_secrets(settings.webhooks.webhook_secrets)
     check_redis_shape(settings)
     return settings
+
+
+def replace_settings(settings: Settings, **changes: Any) -> Settings:
+    """A copy of settings with some fields changed, named flat (``max_jobs=3``)."""
+    groups: dict[str, Any] = {}
+    for key, value in nest(changes).items():
+        if key in GROUPS:
+            groups[key] = msgspec.structs.replace(getattr(settings, key), **value)
+        else:
+            groups[key] = value
+    return msgspec.structs.replace(settings, **groups)
+
+
+def settings_of(**values: Any) -> Settings:
+    """Settings from defaults and flat field values (``settings_of(engine="local")``)."""
+    return replace_settings(Settings(), **values)
 
 
 # The secrets k8s/base/secrets.yaml ships with: a process that finds one refuses to start.
@@ -230,13 +314,13 @@ def refuse_placeholder_secrets(settings: Settings, *, allow_placeholders: bool =
     if allow_placeholders:
         return
     secrets = {
-        "OCRQ_API_KEYS": settings.api_keys,
-        "OCRQ_WEBHOOK_SECRETS": settings.webhook_secrets,
-        "OCRQ_REDIS_URL (its password)": settings.redis_url,
-        "OCRQ_VLLM_API_KEY": settings.vllm_api_key,
+        "OCRQ_API_KEYS": settings.api.api_keys,
+        "OCRQ_WEBHOOK_SECRETS": settings.webhooks.webhook_secrets,
+        "OCRQ_REDIS_URL (its password)": settings.store.redis_url,
+        "OCRQ_VLLM_API_KEY": settings.ocr.vllm_api_key,
     }
     # A whsec_ secret is base64: the placeholder may hide in its decoded key.
-    hook_keys = b" ".join(parse_webhook_secrets(settings.webhook_secrets).values())
+    hook_keys = b" ".join(parse_webhook_secrets(settings.webhooks.webhook_secrets).values())
     secrets["OCRQ_WEBHOOK_SECRETS"] += " " + hook_keys.decode("latin-1")
     for name, value in secrets.items():
         if PLACEHOLDER_SECRET in value.lower():
@@ -257,8 +341,8 @@ def check_partitions(partitions: int) -> None:
 
 def check_redis_shape(settings: Settings) -> None:
     """Refuse Redis settings that cannot work together, naming the setting to fix."""
-    check_partitions(settings.partitions)
-    if settings.redis_mode == "sentinel" and not settings.redis_sentinels:
+    check_partitions(settings.store.partitions)
+    if settings.store.redis_mode == "sentinel" and not settings.store.redis_sentinels:
         raise ValueError("OCRQ_REDIS_MODE=sentinel needs OCRQ_REDIS_SENTINELS (host:port,…)")
-    if settings.redis_mode == "cluster" and settings.redis_sentinels:
+    if settings.store.redis_mode == "cluster" and settings.store.redis_sentinels:
         raise ValueError("OCRQ_REDIS_SENTINELS is for OCRQ_REDIS_MODE=sentinel, not cluster")

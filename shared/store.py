@@ -68,7 +68,7 @@ class JobStore:
     def __init__(self, redis: aioredis.Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        self.keys = Keys(settings.prefix, settings.partitions)
+        self.keys = Keys(settings.store.prefix, settings.store.partitions)
         self.nodes = NodeClients(redis)  # on a cluster: plain clients of its masters
         self.lanes = JobLanes(redis, self.keys)
         self.webhook_queue = WebhookQueue(redis, self.keys)
@@ -151,7 +151,7 @@ class JobStore:
             tenant,
             err,
             now_ms(),
-            self.settings.result_ttl_s,
+            self.settings.api.result_ttl_s,
             self.keys.events,
             job_id,
             "delete" if delete else "cancel",
@@ -238,7 +238,7 @@ class JobStore:
             outcome.field,
             outcome.value,
             now_ms(),
-            self.settings.result_ttl_s,
+            self.settings.api.result_ttl_s,
             self.keys.events,
             job_id,
             outcome.pages_done,
@@ -253,7 +253,7 @@ class JobStore:
     async def release(self, job_id: str, lane: str, entry: str, me: str) -> bool:
         """Hand an unfinished job back (processing → queued) for the next reclaim to take."""
         keys = [self.keys.job(job_id), self._stream(job_id, lane)]
-        idle = self.settings.visibility_timeout_ms + 1
+        idle = self.settings.worker.visibility_timeout_ms + 1
         argv: list[ScriptArg] = [me, entry, self.keys.group, idle, self.keys.events, job_id]
         return int(await self._run("release", keys, argv)) == 1
 
@@ -271,7 +271,7 @@ class JobStore:
             self.keys.group,
             err,
             now_ms(),
-            self.settings.result_ttl_s,
+            self.settings.api.result_ttl_s,
             self.keys.events,
             job_id,
             lane,

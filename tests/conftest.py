@@ -99,7 +99,7 @@ async def store(aredis: aioredis.Redis, settings: Settings) -> JobStore:
 @pytest.fixture
 def live_producer(settings: Settings) -> Iterator[str]:
     """`ocrq producer` as a real uvicorn process on a free port; yields its base URL."""
-    proc, url = start_producer(settings.redis_url, **redis_env(settings))
+    proc, url = start_producer(settings.store.redis_url, **redis_env(settings))
     try:
         yield url
     finally:

@@ -100,7 +100,7 @@ def _box(quad: list[list[float]], text: str, score: float) -> Box:
 
 
 class RapidOcrEngine(CpuEngine):
-    """RapidOCR in a pool of ``settings.local_workers`` processes (0: one per core)."""
+    """RapidOCR in a pool of ``settings.ocr.local_workers`` processes (0: one per core)."""
 
     name: str = NAME
     model: str = MODEL
@@ -109,8 +109,10 @@ class RapidOcrEngine(CpuEngine):
     def __init__(self, settings: Settings) -> None:
         # Workers inherit the environment when spawned; onnxruntime reads this at start-up.
         os.environ.setdefault(TELEMETRY_ENV, "1")
-        workers = settings.local_workers or usable_cores()
-        super().__init__(workers, settings.engine_timeout_s, load_worker, (ort_threads(workers),))
+        workers = settings.ocr.local_workers or usable_cores()
+        super().__init__(
+            workers, settings.ocr.engine_timeout_s, load_worker, (ort_threads(workers),)
+        )
 
     def page_call(self, page: PageImage, languages: str | None) -> Call:
         """Read one page; RapidOCR's models take no language choice."""

@@ -167,9 +167,9 @@ class TesseractEngine(CpuEngine):
     reads_scripts: frozenset[str] | None = frozenset({"Latin", *SCRIPT_LANGUAGES})
 
     def __init__(self, settings: Settings) -> None:
-        self._languages = settings.local_languages
-        workers = settings.local_workers or usable_cores()
-        super().__init__(workers, settings.engine_timeout_s, load_worker, (self._languages,))
+        self._languages = settings.ocr.local_languages
+        workers = settings.ocr.local_workers or usable_cores()
+        super().__init__(workers, settings.ocr.engine_timeout_s, load_worker, (self._languages,))
 
     def page_call(self, page: PageImage, languages: str | None) -> Call:
         """Read one page with the job's languages, else the worker's."""

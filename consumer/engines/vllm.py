@@ -151,7 +151,7 @@ def write_probe_page(settings: Settings) -> PageImage:
     The folder is claimed like a worker's, so a worker killed mid-probe leaves nothing the
     next start's sweep does not remove.
     """
-    root = stack_root(settings.shm_dir, settings.redis_url, settings.prefix)
+    root = stack_root(settings.worker.shm_dir, settings.store.redis_url, settings.store.prefix)
     folder = claim_worker_folder(root, f"probe-{os.getpid()}-{secrets.token_hex(2)}")
     path = folder / "probe.png"
     path.write_bytes(blank_png(PROBE_SIDE_PX))
@@ -188,25 +188,26 @@ class VllmEngine:
     reads_scripts: frozenset[str] | None = None  # the model reads many scripts
 
     def __init__(self, settings: Settings, client: httpx.AsyncClient) -> None:
-        if not settings.vllm_url:
+        if not settings.ocr.vllm_url:
             raise ValueError("the vllm engine needs OCRQ_VLLM_URL")
-        get_profile(settings.profile)  # an unknown default profile fails at startup
-        self.model = settings.vllm_model
-        self.profile = settings.profile
+        get_profile(settings.ocr.profile)  # an unknown default profile fails at startup
+        self.model = settings.ocr.vllm_model
+        self.profile = settings.ocr.profile
         self._settings = settings
-        self._handoff: Handoff = settings.page_handoff
+        self._handoff: Handoff = settings.ocr.page_handoff
         self._client = client
-        self._url = chat_completions_url(settings.vllm_url)
+        self._url = chat_completions_url(settings.ocr.vllm_url)
         self._health_url = self._url.removesuffix(CHAT_PATH) + "/health"
-        self._max_tokens = settings.max_tokens
+        self._max_tokens = settings.ocr.max_tokens
         # The read timeout bounds the whole generation (vLLM sends nothing until it is done);
         # a dead host should fail faster than that.
         self._timeout = httpx.Timeout(
-            settings.engine_timeout_s, connect=min(settings.engine_timeout_s, CONNECT_TIMEOUT_S)
+            settings.ocr.engine_timeout_s,
+            connect=min(settings.ocr.engine_timeout_s, CONNECT_TIMEOUT_S),
         )
         self._headers = {"Content-Type": "application/json"}
-        if settings.vllm_api_key:
-            self._headers["Authorization"] = f"Bearer {settings.vllm_api_key}"
+        if settings.ocr.vllm_api_key:
+            self._headers["Authorization"] = f"Bearer {settings.ocr.vllm_api_key}"
 
     async def warm_up(self) -> None:
         """With file handoff, prove vLLM reads this worker's pages; nothing to start otherwise.

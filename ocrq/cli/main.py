@@ -86,12 +86,14 @@ def run_producer(argv: list[str]) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_placeholder_flag(parser)
-    parser.add_argument("--host", default=settings.host, help="address to listen on (OCRQ_HOST)")
-    parser.add_argument("--port", type=int, default=settings.port, help="port (OCRQ_PORT)")
+    parser.add_argument(
+        "--host", default=settings.api.host, help="address to listen on (OCRQ_HOST)"
+    )
+    parser.add_argument("--port", type=int, default=settings.api.port, help="port (OCRQ_PORT)")
     parser.add_argument(
         "--workers",
         type=int,
-        default=settings.producer_workers or cores(),
+        default=settings.api.producer_workers or cores(),
         help="uvicorn processes, one per core by default (OCRQ_PRODUCER_WORKERS)",
     )
     args = parser.parse_args(argv)

@@ -28,18 +28,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Run the whole pipeline here: Redis (embedded unless --redis-url), the "
         "producer and the workers. Ctrl-C stops everything; workers finish their jobs first.",
     )
-    p.add_argument("--host", default=settings.host, help="API address (OCRQ_HOST)")
-    p.add_argument("--port", type=int, default=settings.port, help="API port (OCRQ_PORT)")
+    p.add_argument("--host", default=settings.api.host, help="API address (OCRQ_HOST)")
+    p.add_argument("--port", type=int, default=settings.api.port, help="API port (OCRQ_PORT)")
     p.add_argument("--workers", type=int, default=1, help="consumer processes")
     p.add_argument(
         "--engine",
         choices=["local", "tesseract", "rapidocr", "vllm"],
-        default=settings.engine_name,
+        default=settings.ocr.engine_name,
         help="OCR engine: local CPU OCR (Tesseract; or RapidOCR), or a vLLM server (OCRQ_ENGINE)",
     )
     p.add_argument(
         "--vllm-url",
-        default=settings.vllm_url,
+        default=settings.ocr.vllm_url,
         help="vLLM's base URL, for --engine vllm (OCRQ_VLLM_URL)",
     )
     p.add_argument("--data-dir", type=Path, default=Path(".ocrq"), help="embedded Redis data")

@@ -40,7 +40,7 @@ def redis_target(settings: Settings, namespace: str) -> dict[str, str]:
     KEDA's operator runs in its own namespace, so the address is namespace-qualified; the
     password never goes here (the TriggerAuthentication reads it from the Secret).
     """
-    url = urlsplit(settings.redis_url)
+    url = urlsplit(settings.store.redis_url)
     host = url.hostname or ""
     if host in LOOPBACK_HOSTS:
         host = f"{REDIS_SERVICE}.{namespace}.svc"
@@ -51,8 +51,10 @@ def redis_target(settings: Settings, namespace: str) -> dict[str, str]:
     if mode == "cluster":  # any node: the scaler discovers the rest and reads each slot's master
         return {"addresses": address, "enableTLS": tls}
     if mode == "sentinel":
-        sentinels = ",".join(f"{h}:{port}" for h, port in parse_sentinels(settings.redis_sentinels))
-        master = settings.redis_sentinel_master
+        sentinels = ",".join(
+            f"{h}:{port}" for h, port in parse_sentinels(settings.store.redis_sentinels)
+        )
+        master = settings.store.redis_sentinel_master
         return {"addresses": sentinels, "sentinelMaster": master, "enableTLS": tls}
     return {"address": address, "databaseIndex": database, "enableTLS": tls}
 
@@ -67,7 +69,7 @@ TRIGGER_TYPES = {
 def keda_acl_rules(settings: Settings) -> str:
     """Redis ACL rules for KEDA's user: read-only INFO/XINFO GROUPS/XPENDING/XLEN on the lanes."""
     # Every partition's keys: <prefix>{<tag>}:stream:<lane> and <prefix>{<tag>}:webhooks.
-    tags = _glob_escape(settings.prefix) + "{p*}:"  # every tag starts with p
+    tags = _glob_escape(settings.store.prefix) + "{p*}:"  # every tag starts with p
     pattern, hooks = f"{tags}stream:*", f"{tags}webhooks"
     # INFO: KEDA checks the server is 7+ before reading lag; XLEN: its fallback when the
     # group is missing; PING: client health checks; CLUSTER SLOTS|NODES: a cluster client
@@ -140,7 +142,7 @@ def lane_triggers(
 ) -> list[dict[str, Any]]:
     """Lag and pending triggers per lane and partition: KEDA takes the largest wish among
     triggers, so each partition's backlog counts."""
-    keys = Keys(settings.prefix, settings.partitions)
+    keys = Keys(settings.store.prefix, settings.store.partitions)
     streams = [
         (_partition_name(lane, p, keys.partitions), stream)
         for lane in keys.lanes
@@ -151,7 +153,7 @@ def lane_triggers(
 
 def webhook_triggers(settings: Settings, namespace: str) -> list[dict[str, Any]]:
     """Keep a worker while webhook deliveries wait or retry (scale-to-zero waits for them)."""
-    keys = Keys(settings.prefix, settings.partitions)
+    keys = Keys(settings.store.prefix, settings.store.partitions)
     streams = [
         (_partition_name("webhooks", p, keys.partitions), keys.webhooks(tag))
         for p, tag in enumerate(keys.tags)
@@ -246,7 +248,7 @@ def vllm_scaled_object(
     """Optional: scale vLLM on its waiting queue; wake it from zero when a lane has work."""
     query = (
         f'sum(vllm:num_requests_waiting{{namespace="{namespace}",'
-        f'model_name="{settings.vllm_model}"}})'
+        f'model_name="{settings.ocr.vllm_model}"}})'
     )
     waiting = {
         "type": "prometheus",
@@ -261,7 +263,7 @@ def vllm_scaled_object(
     }
     # A target as large as the backlog cap makes the lane triggers worth one replica at most:
     # they only wake vLLM (and hold it while jobs are in flight); the queue scales it out.
-    cap = settings.max_backlog
+    cap = settings.api.max_backlog
     return {
         "apiVersion": KEDA_API,
         "kind": "ScaledObject",

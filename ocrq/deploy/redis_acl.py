@@ -255,7 +255,7 @@ def role_commands(settings: Settings, role: Role) -> list[str]:
             commands |= script_commands(name)
     if redis_mode(settings) == "cluster":
         commands |= set(CLUSTER_COMMANDS)
-    if _database(settings.redis_url) != 0:
+    if _database(settings.store.redis_url) != 0:
         commands.add("select")
     return sorted(commands)
 
@@ -267,7 +267,7 @@ def _database(url: str) -> int:
 
 def role_rules(settings: Settings, role: Role) -> str:
     """The role's ACL rules: its keys, the events channel, its commands and no other."""
-    keys = Keys(settings.prefix, settings.partitions)
+    keys = Keys(settings.store.prefix, settings.store.partitions)
     patterns = " ".join(f"~{p}" for p in key_patterns(keys, role))
     commands = " ".join(f"+{c}" for c in role_commands(settings, role))
     channel = f"&{glob_escape(keys.events)}"

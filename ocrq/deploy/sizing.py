@@ -29,10 +29,10 @@ def page_bytes(dpi: int) -> int:
 def engine_slots(settings: Settings) -> int:
     """Requests one worker keeps in the engine (consumer/flow.py): vLLM's concurrency, or
     a local engine's processes."""
-    if settings.engine_name == "vllm":
-        return settings.engine_concurrency
-    local = settings.local_workers or LOCAL_SLOTS_WHEN_PER_CORE
-    return min(settings.engine_concurrency, local)
+    if settings.ocr.engine_name == "vllm":
+        return settings.ocr.engine_concurrency
+    local = settings.ocr.local_workers or LOCAL_SLOTS_WHEN_PER_CORE
+    return min(settings.ocr.engine_concurrency, local)
 
 
 def pages_in_flight(settings: Settings, batch_size: int = 1) -> int:
@@ -43,13 +43,15 @@ def pages_in_flight(settings: Settings, batch_size: int = 1) -> int:
 def jobs_per_worker(settings: Settings) -> int:
     """The jobs one busy worker takes: its page flow holds at most two engine-fulls of
     one-page jobs (consumer/flow.py ``room``), and never more than OCRQ_MAX_JOBS."""
-    return min(settings.max_jobs, 2 * engine_slots(settings))
+    return min(settings.worker.max_jobs, 2 * engine_slots(settings))
 
 
 def shm_size_bytes(settings: Settings, dpi: int | None = None, batch_size: int = 1) -> int:
     """The /dev/shm one worker needs, worst case: the documents of its jobs (each job's
     folder holds its document), the pages in the engine (a page's file lives until its
     answer), and the pages rendered ahead, which OCRQ_RENDER_AHEAD_MB bounds."""
-    documents = settings.max_jobs * settings.max_document_bytes
-    in_engine = page_bytes(dpi or settings.default_dpi) * pages_in_flight(settings, batch_size)
-    return documents + in_engine + settings.render_ahead_mb * 2**20
+    documents = settings.worker.max_jobs * settings.api.max_document_bytes
+    in_engine = page_bytes(dpi or settings.worker.default_dpi) * pages_in_flight(
+        settings, batch_size
+    )
+    return documents + in_engine + settings.worker.render_ahead_mb * 2**20

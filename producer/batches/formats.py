@@ -132,16 +132,16 @@ async def multipart_documents(
     async with Spool(settings) as spool:
         try:
             with PushMultipartParser(
-                boundary.encode(), max_segment_count=settings.max_batch_files + 1
+                boundary.encode(), max_segment_count=settings.uploads.max_batch_files + 1
             ) as parser:
                 async for chunk in chunks:
                     received += len(chunk)
-                    if received > settings.max_batch_bytes:
+                    if received > settings.uploads.max_batch_bytes:
                         raise batch_too_large(settings)
                     for event in parser.parse(chunk):
                         if isinstance(event, MultipartSegment):
                             sink = PartSink(
-                                _file_part_name(event), spool, settings.max_document_bytes
+                                _file_part_name(event), spool, settings.api.max_document_bytes
                             )
                         elif event and sink is not None:
                             await asyncio.to_thread(sink.add, bytes(event))
@@ -170,7 +170,7 @@ def batch_too_large(settings: Settings) -> OcrqError:
     """The 413 of a batch request over its byte limit."""
     return OcrqError(
         ErrorCode.PAYLOAD_TOO_LARGE,
-        f"the batch exceeds {settings.max_batch_bytes} bytes (OCRQ_MAX_BATCH_BYTES)",
+        f"the batch exceeds {settings.uploads.max_batch_bytes} bytes (OCRQ_MAX_BATCH_BYTES)",
     )
 
 
@@ -185,7 +185,7 @@ async def zip_documents(
         with path.open("wb") as body:
             async for chunk in chunks:
                 written += len(chunk)
-                if written > settings.max_batch_bytes:
+                if written > settings.uploads.max_batch_bytes:
                     raise batch_too_large(settings)
                 pending += chunk
                 if len(pending) >= SPOOL_WRITE:  # a thread hop per MiB, not per chunk
@@ -202,24 +202,24 @@ def check_zip(
     """The members to read, after the archive-wide checks; a bomb raises (nothing is read)."""
     members = [m for m in archive.infolist() if not m.is_dir()]
     where = f"{name}: " if name else ""
-    if len(members) > settings.max_zip_members:
+    if len(members) > settings.uploads.max_zip_members:
         raise OcrqError(
             ErrorCode.PAYLOAD_TOO_LARGE,
-            f"{where}the ZIP holds {len(members)} files, over {settings.max_zip_members}",
+            f"{where}the ZIP holds {len(members)} files, over {settings.uploads.max_zip_members}",
         )
     declared = sum(m.file_size for m in members)
-    if declared > settings.max_zip_uncompressed_bytes:
+    if declared > settings.uploads.max_zip_uncompressed_bytes:
         raise OcrqError(
             ErrorCode.PAYLOAD_TOO_LARGE,
             f"{where}the ZIP unpacks to {declared} bytes, "
-            f"over {settings.max_zip_uncompressed_bytes}",
+            f"over {settings.uploads.max_zip_uncompressed_bytes}",
         )
     for m in members:
-        if m.file_size > settings.max_zip_ratio * max(m.compress_size, 1):
+        if m.file_size > settings.uploads.max_zip_ratio * max(m.compress_size, 1):
             raise OcrqError(
                 ErrorCode.INVALID_REQUEST,
                 f"{where}{m.filename} is compressed {m.file_size // max(m.compress_size, 1)}:1, "
-                f"over {settings.max_zip_ratio}:1 (a ZIP bomb?)",
+                f"over {settings.uploads.max_zip_ratio}:1 (a ZIP bomb?)",
             )
     return members
 
@@ -260,7 +260,7 @@ async def zip_members(
         for member in members:
             async with gate:
                 part = await asyncio.to_thread(
-                    read_member, archive, member, settings.max_document_bytes
+                    read_member, archive, member, settings.api.max_document_bytes
                 )
             yield part
 
@@ -286,12 +286,12 @@ async def json_documents(
     Decoding runs in a thread, one at a time per process (``gate``, the producer's decode
     gate, shared with single-job uploads), so the event loop keeps its turn on the GIL.
     """
-    scanner = DocumentArrayScanner(json_body_limit(settings.max_document_bytes))
+    scanner = DocumentArrayScanner(json_body_limit(settings.api.max_document_bytes))
     gate = gate or asyncio.Semaphore(1)
     async for chunk in chunks:
         for raw in scanner.feed(chunk):
             async with gate:
-                part = await asyncio.to_thread(json_document, raw, settings.max_document_bytes)
+                part = await asyncio.to_thread(json_document, raw, settings.api.max_document_bytes)
             yield part
     scanner.close()
 

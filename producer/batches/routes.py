@@ -39,7 +39,7 @@ PageOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to s
 def documents_of(request: Request[Any, Any, Any], rt: Runtime) -> AsyncIterator[Part]:
     """The request's documents, by its Content-Type."""
     content_type, params = request.content_type
-    chunks = within(request.stream(), rt.settings.body_timeout_s * BODY_DEADLINE_FACTOR)
+    chunks = within(request.stream(), rt.settings.api.body_timeout_s * BODY_DEADLINE_FACTOR)
     if content_type == "multipart/form-data":
         if not params.get("boundary"):
             raise OcrqError(ErrorCode.INVALID_REQUEST, "multipart boundary missing")
@@ -147,10 +147,10 @@ async def read_batch(
     error: OcrqError | None = None
     try:
         async for part in documents:
-            if len(files) >= rt.settings.max_batch_files:
+            if len(files) >= rt.settings.uploads.max_batch_files:
                 raise OcrqError(
                     ErrorCode.PAYLOAD_TOO_LARGE,
-                    f"a batch holds at most {rt.settings.max_batch_files} files "
+                    f"a batch holds at most {rt.settings.uploads.max_batch_files} files "
                     "(OCRQ_MAX_BATCH_FILES)",
                 )
             files.append(await enqueue_part(rt, tenant, batch_id, options, part, len(files)))

@@ -33,8 +33,8 @@ class Spool:
     """One request's spool folder, taken on first use, given back when ``async with`` ends."""
 
     def __init__(self, settings: Settings) -> None:
-        self.root = settings.spool_dir
-        self.slots = settings.spool_slots
+        self.root = settings.uploads.spool_dir
+        self.slots = settings.uploads.spool_slots
         self._lock: IO[bytes] | None = None
         self._folder: Path | None = None
         self._temp: tempfile.TemporaryDirectory[str] | None = None

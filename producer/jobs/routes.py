@@ -38,13 +38,13 @@ WaitSeconds = Annotated[
 
 async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submission:
     """Dispatch on Content-Type to the three accepted formats."""
-    limit = rt.settings.max_document_bytes
+    limit = rt.settings.api.max_document_bytes
     content_type, params = request.content_type
     declared_length = request.headers.get("content-length")
     if declared_length and declared_length.isdigit():
         if int(declared_length) > body_ceiling(content_type, limit):
             raise OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
-    chunks = within(request.stream(), rt.settings.body_timeout_s)
+    chunks = within(request.stream(), rt.settings.api.body_timeout_s)
     query = Query.of(dict(request.query_params.items()))
     if content_type == "application/json":
         return await read_json(chunks, limit, rt.decode_gate, query)
@@ -154,9 +154,9 @@ async def get_job(
 ) -> Response[JobView]:
     """Poll a job; ``?wait=N`` returns as soon as it changes (one pub/sub per process)."""
     rt, tenant = caller(request, state, job_id=job_id)
-    if wait > rt.settings.max_wait_s:
+    if wait > rt.settings.api.max_wait_s:
         raise OcrqError(
-            ErrorCode.INVALID_REQUEST, f"wait: at most {rt.settings.max_wait_s} seconds"
+            ErrorCode.INVALID_REQUEST, f"wait: at most {rt.settings.api.max_wait_s} seconds"
         )
     with rt.events.watch(job_id) as changed:
         view = await read_view(rt, job_id, tenant)

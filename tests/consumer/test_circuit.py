@@ -14,7 +14,7 @@ from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.vllm import VllmEngine
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, settings_of
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 
 def settings_for(fake: FakeVllm, **overrides: float) -> Settings:
     values = {"engine_backoff_s": 0.05, "engine_backoff_max_s": 0.2, "engine_retries": 2}
-    return Settings(vllm_url=fake.url, engine_timeout_s=10.0, **{**values, **overrides})
+    return settings_of(vllm_url=fake.url, engine_timeout_s=10.0, **{**values, **overrides})
 
 
 def page(tmp_path: object, png: bytes) -> PageImage:
@@ -86,14 +86,14 @@ async def test_a_request_that_keeps_failing_while_the_engine_is_healthy_fails(
     with pytest.raises(OcrqError) as caught:
         await circuit.call(lambda: engine.recognise([image]), errors.append)
     assert caught.value.code is ErrorCode.ENGINE_UNAVAILABLE
-    assert len(errors) == settings.engine_retries + 1
+    assert len(errors) == settings.ocr.engine_retries + 1
     await circuit.aclose()
 
 
 async def test_a_permanent_error_is_not_retried(
     fake: FakeVllm, client: httpx.AsyncClient, image: PageImage
 ) -> None:
-    settings = Settings(vllm_url=fake.url, vllm_model="not-served")  # the fake answers 404
+    settings = settings_of(vllm_url=fake.url, vllm_model="not-served")  # the fake answers 404
     engine = VllmEngine(settings, client)
     circuit = EngineCircuit(engine.probe, settings)
     errors: list[OcrqError] = []

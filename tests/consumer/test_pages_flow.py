@@ -18,7 +18,7 @@ from ocrq.consumer.pages import JobPages, PageReader, Tally
 from ocrq.consumer.pool import RecyclingPool
 from ocrq.consumer.raster import Rasteriser
 from ocrq.shared.schemas import JobOptions, Page
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import settings_of
 
 
 class HeldEngine:
@@ -70,13 +70,15 @@ def page_files(folder: Path) -> list[Path]:
 
 @pytest.fixture
 async def reader() -> AsyncIterator[PageReader]:
-    settings = Settings(detect_orientation=False)
+    settings = settings_of(detect_orientation=False)
     pool = RecyclingPool(lambda: concurrent.futures.ProcessPoolExecutor(max_workers=1), 1)
     engine = HeldEngine()
     circuit = EngineCircuit(engine.probe, settings)
     yield PageReader(
         settings=settings, engine=engine, circuit=circuit, metrics=WorkerMetrics(),
-        rasteriser=Rasteriser(pool, settings.max_image_pixels, settings.max_image_side),
+        rasteriser=Rasteriser(
+            pool, settings.worker.max_image_pixels, settings.worker.max_image_side
+        ),
         flow=PageFlow(slots=1, renderers=1, budget_bytes=10**9),
     )  # fmt: skip
     engine.gate.set()

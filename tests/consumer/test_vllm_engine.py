@@ -25,7 +25,7 @@ from ocrq.consumer.engines.vllm import (
 from ocrq.fakevllm.runner import FakeVllm, free_port
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import get_profile
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, settings_of
 
 DEEPSEEK_MODEL = "deepseek-ai/DeepSeek-OCR"
 
@@ -45,7 +45,9 @@ def render_page(folder: Path, number: int, width: int, height: int, fmt: str = "
 
 
 def make_engine(client: httpx.AsyncClient, url: str, **settings: Any) -> VllmEngine:
-    return VllmEngine(Settings(**{"vllm_url": url, "engine_timeout_s": 20.0, **settings}), client)
+    return VllmEngine(
+        settings_of(**{"vllm_url": url, "engine_timeout_s": 20.0, **settings}), client
+    )
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from support.loopback_receivers import answer, drip, huge, receiving, silent, tw
 from ocrq.consumer.webhooks import CONCURRENCY, WebhookSender
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import JobOptions, WebhookState
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, replace_settings
 from ocrq.shared.store import JobStore, Outcome, now_ms
 
 SECRET = "whsec_" + base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
@@ -36,7 +36,7 @@ def hooked(settings: Settings, **changes: object) -> Settings:
         "webhook_timeout_s": 1.0,
     }  # fmt: skip
     base.update(changes)
-    return msgspec.structs.replace(settings, **base)
+    return replace_settings(settings, **base)
 
 
 async def finished_job(store: JobStore, callback: str, tenant: str = "t") -> str:

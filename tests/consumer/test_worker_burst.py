@@ -12,7 +12,7 @@ from ocrq.consumer.main import serve
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.record import Field, new_job_fields
 from ocrq.shared.schemas import JobOptions, Result, Status
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, replace_settings
 from ocrq.shared.store import JobStore, now_ms
 
 
@@ -34,7 +34,7 @@ async def test_a_burst_worker_finishes_every_queued_job_then_returns(
         await enqueue(store, sized_pdf([(300, 400), (400, 300)]), "application/pdf"),
         await enqueue(store, png(200, 320), "image/png", lane="batch"),
     ]
-    engine = msgspec.structs.replace(settings, engine="vllm", vllm_url=fake.url)
+    engine = replace_settings(settings, engine="vllm", vllm_url=fake.url)
     await asyncio.wait_for(serve(engine, asyncio.Event(), burst=True), timeout=60)
     for job_id in jobs:
         record = await store.read(job_id)
@@ -48,5 +48,5 @@ async def test_a_burst_worker_finishes_every_queued_job_then_returns(
 async def test_a_burst_worker_on_empty_lanes_returns_at_once(
     store: JobStore, settings: Settings, fake: FakeVllm
 ) -> None:
-    engine = msgspec.structs.replace(settings, engine="vllm", vllm_url=fake.url)
+    engine = replace_settings(settings, engine="vllm", vllm_url=fake.url)
     await asyncio.wait_for(serve(engine, asyncio.Event(), burst=True), timeout=20)

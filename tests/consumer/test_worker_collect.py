@@ -16,6 +16,7 @@ from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.worker import Worker
 from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import ENTRY_JOB_ID
+from ocrq.shared.settings import replace_settings
 from ocrq.shared.store import JobStore
 
 # A collect that waited for this window would time out.
@@ -56,8 +57,8 @@ async def run_for_a_while(d: LaneEntry) -> None:
 
 def worker(store: JobStore, tmp_path: Path, *, name: str = "w-test", **settings: Any) -> Worker:
     healthy = SimpleNamespace(is_open=False)
-    changed = msgspec.structs.replace(store.settings, **settings)
-    flow = PageFlow(changed.engine_concurrency, changed.raster_workers, 10**9)
+    changed = replace_settings(store.settings, **settings)
+    flow = PageFlow(changed.ocr.engine_concurrency, changed.worker.raster_workers, 10**9)
     runner: Any = SimpleNamespace(
         me=name,
         workspace=tmp_path / name,
@@ -144,7 +145,7 @@ async def test_a_worker_takes_no_more_than_it_can_start_soon(
         await add(store, f"j{i}")
     first, second = worker(store, tmp_path, name="w-1"), worker(store, tmp_path, name="w-2")
     room = first.room()
-    assert room == 2 * first.settings.raster_workers < 20
+    assert room == 2 * first.settings.worker.raster_workers < 20
     for d in await collect_soon(first, room):
         await first._dispatch(d)
     assert first.room() == 0  # nothing it took has started rendering yet

@@ -8,14 +8,13 @@ import subprocess
 import sys
 from typing import Any
 
-import msgspec
 import pytest
 import yaml
 from support.deploy_tree import REPO_ROOT, base_objects, find
 
 from ocrq.deploy import sizing
 from ocrq.producer.guard import host_policy
-from ocrq.shared.settings import LANES, Settings, load_settings
+from ocrq.shared.settings import LANES, Settings, load_settings, setting_names
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 SIZES = {"kb": 2**10, "mb": 2**20, "gb": 2**30, "k": 2**10, "m": 2**20, "g": 2**30}
@@ -38,7 +37,7 @@ def mounts(service: dict[str, Any]) -> dict[str, str]:
 
 def page_folder(settings: Settings) -> str:
     """Where a worker's pages live: <shm_dir>/ocrq (consumer/workspace.py)."""
-    return f"{settings.shm_dir}/ocrq"
+    return f"{settings.worker.shm_dir}/ocrq"
 
 
 def tmpfs_options(volume: dict[str, Any]) -> dict[str, str]:
@@ -100,13 +99,13 @@ def test_redis_keeps_an_aof_and_never_evicts() -> None:
     assert flags["--maxmemory-policy"] == "noeviction"
     # The producer's backlog cap refuses uploads before queued payloads fill Redis.
     producer = load_settings(environment(services()["producer"]))
-    queued = len(LANES) * producer.max_backlog * producer.max_document_bytes
+    queued = len(LANES) * producer.api.max_backlog * producer.api.max_document_bytes
     assert size(flags["--maxmemory"]) >= queued
     assert any(v.endswith(":/data") for v in services()["redis"]["volumes"])
 
 
 def test_environment_names_are_settings_and_load() -> None:
-    fields = {f"OCRQ_{f.name.upper()}" for f in msgspec.structs.fields(Settings)}
+    fields = {f"OCRQ_{name.upper()}" for name in setting_names()}
     for name, service in services().items():
         env = environment(service)
         ocrq_env = {k: v for k, v in env.items() if k.startswith("OCRQ_")}
@@ -116,12 +115,12 @@ def test_environment_names_are_settings_and_load() -> None:
 
 def test_cpu_worker_runs_local_engine_and_gpu_worker_calls_vllm() -> None:
     found = services()
-    assert load_settings(environment(found["consumer"])).engine_name == "local"
+    assert load_settings(environment(found["consumer"])).ocr.engine_name == "local"
     gpu = load_settings(environment(found["consumer-gpu"]))
-    assert gpu.engine_name == "vllm"
+    assert gpu.ocr.engine_name == "vllm"
     port = found["vllm"]["command"][found["vllm"]["command"].index("--port") + 1]
-    assert gpu.vllm_url == f"http://vllm:{port}"
-    assert found["vllm"]["command"][0] == gpu.vllm_model
+    assert gpu.ocr.vllm_url == f"http://vllm:{port}"
+    assert found["vllm"]["command"][0] == gpu.ocr.vllm_model
     # Only one kind of worker consumes at a time when OCRQ_CPU_WORKERS=0.
     assert found["consumer"]["deploy"]["replicas"] == "${OCRQ_CPU_WORKERS:-1}"
 
@@ -143,17 +142,17 @@ def test_workers_get_shm_for_pages_and_outlive_their_drain() -> None:
         service = services()[name]
         settings = load_settings(environment(service))
         assert page_space(service, settings) >= sizing.shm_size_bytes(settings)
-        assert seconds(service["stop_grace_period"]) > settings.drain_grace_s
+        assert seconds(service["stop_grace_period"]) > settings.worker.drain_grace_s
         assert service["build"]["target"] == "consumer"
         health = " ".join(service["healthcheck"]["test"])
-        assert f":{settings.metrics_port}/healthz" in health
+        assert f":{settings.worker.metrics_port}/healthz" in health
 
 
 def test_gpu_worker_hands_pages_to_vllm_through_a_shared_tmpfs() -> None:
     found = services()
     worker, vllm = found["consumer-gpu"], found["vllm"]
     settings = load_settings(environment(worker))
-    assert settings.page_handoff == "file"
+    assert settings.ocr.page_handoff == "file"
     folder = page_folder(settings)
     command = vllm["command"]
     assert command[command.index("--allowed-local-media-path") + 1] == folder
@@ -190,7 +189,7 @@ def published_on_all_interfaces(service: dict[str, Any]) -> list[str]:
 def authenticates(name: str, service: dict[str, Any]) -> bool:
     """True when every request to the service needs a credential, as the file starts it."""
     if name == "producer":
-        return bool(load_settings(environment(service)).api_keys)
+        return bool(load_settings(environment(service)).api.api_keys)
     return False  # Redis' default user, the workers' metrics and vLLM answer anyone
 
 
@@ -300,11 +299,13 @@ def test_docker_compose_config_accepts_the_file() -> None:
 def test_the_compose_producer_spools_zip_batches_to_a_disk_volume_its_user_owns() -> None:
     producer = services()["producer"]
     settings = load_settings(environment(producer))
-    assert settings.spool_dir, "OCRQ_SPOOL_DIR is unset: ZIP batches would spool in the tmpfs /tmp"
-    source = mounts(producer).get(settings.spool_dir)
-    assert source in volumes(), f"no named volume is mounted at {settings.spool_dir}"
+    assert settings.uploads.spool_dir, (
+        "OCRQ_SPOOL_DIR is unset: ZIP batches would spool in the tmpfs /tmp"
+    )
+    source = mounts(producer).get(settings.uploads.spool_dir)
+    assert source in volumes(), f"no named volume is mounted at {settings.uploads.spool_dir}"
     assert volumes()[source].get("driver_opts", {}).get("type") != "tmpfs"
     # A new named volume copies the image folder's owner: the Dockerfile must create it.
     dockerfile = (REPO_ROOT / "Dockerfile").read_text()
     producer_stage = dockerfile.split("AS producer\n", 1)[1].split("\nFROM ", 1)[0]
-    assert f"chown 10001:10001 {settings.spool_dir}" in producer_stage
+    assert f"chown 10001:10001 {settings.uploads.spool_dir}" in producer_stage

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import msgspec
 import pytest
 from support.deploy_tree import (
     K8S,
@@ -25,7 +24,7 @@ from support.deploy_tree import (
 
 from ocrq.deploy import keda, sizing
 from ocrq.producer.guard import ANY_HOST_PATHS, host_policy
-from ocrq.shared.settings import LANES, Settings, load_settings
+from ocrq.shared.settings import LANES, Settings, load_settings, setting_names
 
 Obj = dict[str, Any]
 CRD_GROUPS = ("keda.sh/", "monitoring.coreos.com/")
@@ -112,12 +111,12 @@ def test_misspelt_field_fails_kubernetes_validation() -> None:
 
 def test_configmap_keys_are_settings_the_code_reads() -> None:
     data, _ = configmap_settings()
-    fields = {f"OCRQ_{f.name.upper()}" for f in msgspec.structs.fields(Settings)}
+    fields = {f"OCRQ_{name.upper()}" for name in setting_names()}
     assert set(data) <= fields, set(data) - fields
 
 
 def test_every_ocrq_env_name_is_a_setting() -> None:
-    fields = {f"OCRQ_{f.name.upper()}" for f in msgspec.structs.fields(Settings)}
+    fields = {f"OCRQ_{name.upper()}" for name in setting_names()}
     named = {
         env["name"]
         for obj in base_objects()
@@ -188,7 +187,7 @@ def test_consumer_shm_fits_pages_in_flight_at_the_configured_dpi() -> None:
     size = quantity(shm["emptyDir"]["sizeLimit"])
     assert size >= sizing.shm_size_bytes(settings)
     mounts = {m["mountPath"]: m["name"] for m in container(consumer)["volumeMounts"]}
-    assert mounts[settings.shm_dir] == "shm"
+    assert mounts[settings.worker.shm_dir] == "shm"
     # Memory-backed emptyDir is charged to the container: the limit must hold it too.
     limit = quantity(container(consumer)["resources"]["limits"]["memory"])
     assert limit >= size + 2**30
@@ -200,24 +199,27 @@ def test_shm_formula_is_pages_in_the_engine_plus_the_render_ahead_budget() -> No
     assert sizing.page_bytes(300) > 3.9 * sizing.page_bytes(150)
     assert sizing.pages_in_flight(vllm, batch_size=1) == 32
     assert sizing.pages_in_flight(vllm, batch_size=4) == 128
-    ahead, documents = vllm.render_ahead_mb * 2**20, vllm.max_jobs * vllm.max_document_bytes
+    ahead, documents = (
+        vllm.worker.render_ahead_mb * 2**20,
+        vllm.worker.max_jobs * vllm.api.max_document_bytes,
+    )
     assert sizing.shm_size_bytes(vllm) == documents + sizing.page_bytes(150) * 32 + ahead
 
 
 def test_a_local_engine_needs_shm_for_its_processes_only() -> None:
     local = load_settings({}, engine="local", local_workers=2)
     assert sizing.pages_in_flight(local) == 2
-    documents = local.max_jobs * local.max_document_bytes
-    expected = documents + sizing.page_bytes(150) * 2 + local.render_ahead_mb * 2**20
+    documents = local.worker.max_jobs * local.api.max_document_bytes
+    expected = documents + sizing.page_bytes(150) * 2 + local.worker.render_ahead_mb * 2**20
     assert sizing.shm_size_bytes(local) == expected
 
 
 def test_consumer_outlives_its_drain_and_exposes_metrics_port() -> None:
     _, settings = configmap_settings()
     consumer = find(base_objects(), "Deployment", "ocrq-consumer")
-    assert pod_spec(consumer)["terminationGracePeriodSeconds"] > settings.drain_grace_s + 10
+    assert pod_spec(consumer)["terminationGracePeriodSeconds"] > settings.worker.drain_grace_s + 10
     ports = {p["name"]: p["containerPort"] for p in container(consumer)["ports"]}
-    assert ports["metrics"] == settings.metrics_port
+    assert ports["metrics"] == settings.worker.metrics_port
     assert container(consumer)["livenessProbe"]["httpGet"]["port"] == "metrics"
     assert container(consumer)["command"] == ["ocrq", "worker"]
     assert "replicas" not in consumer["spec"], "KEDA owns the consumer's replica count"
@@ -235,7 +237,7 @@ def test_redis_is_durable_never_evicts_and_fits_the_backlog() -> None:
     maxmemory = quantity(lines["maxmemory"].replace("gb", "Gi"))
     _, settings = configmap_settings()
     # Queued payloads live in Redis until a worker finishes them.
-    assert maxmemory >= len(LANES) * settings.max_backlog * settings.max_document_bytes
+    assert maxmemory >= len(LANES) * settings.api.max_backlog * settings.api.max_document_bytes
     redis = find(base_objects(), "StatefulSet", "redis")
     assert quantity(container(redis)["resources"]["limits"]["memory"]) > maxmemory
     claims = redis["spec"]["volumeClaimTemplates"]
@@ -249,7 +251,7 @@ def test_vllm_serves_the_configured_model_with_the_recipe() -> None:
     vllm = container(find(base_objects(), "Deployment", "vllm"))
     args = vllm["args"]
     assert vllm["command"] == ["vllm", "serve"]
-    assert args[0] == settings.vllm_model
+    assert args[0] == settings.ocr.vllm_model
     recipe = [
         "--logits-processors",
         "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor",
@@ -264,7 +266,7 @@ def test_vllm_serves_the_configured_model_with_the_recipe() -> None:
     assert vllm["image"].startswith("vllm/vllm-openai")
     service = find(base_objects(), "Service", "vllm")
     assert data["OCRQ_VLLM_URL"] == f"http://vllm:{service['spec']['ports'][0]['port']}"
-    assert settings.engine_name == "vllm"
+    assert settings.ocr.engine_name == "vllm"
 
 
 # The first vllm/vllm-openai release with a native UnlimitedOCRForCausalLM (vLLM PR 46564).
@@ -327,7 +329,7 @@ def test_vllm_cold_start_fits_startup_probe_and_worker_retries() -> None:
     assert startup["httpGet"]["path"] == "/health"
     assert budget >= 600, "a cold start (pull + download + load) takes minutes"
     # Jobs queued while vLLM wakes from zero wait it out instead of failing.
-    assert settings.engine_outage_s > budget
+    assert settings.ocr.engine_outage_s > budget
 
 
 def test_deploy_files_leave_the_engine_outage_defaults_to_the_code() -> None:
@@ -449,10 +451,10 @@ def test_sidecar_variant_validates_and_keeps_one_deployment_per_gpu(sidecar: lis
 def test_sidecar_worker_hands_pages_to_the_vllm_beside_it_by_path(sidecar: list[Obj]) -> None:
     pod, vllm, consumer = sidecar_pod(sidecar)
     settings = sidecar_settings(sidecar, consumer)
-    assert settings.page_handoff == "file" and settings.engine_name == "vllm"
+    assert settings.ocr.page_handoff == "file" and settings.ocr.engine_name == "vllm"
     port = next(p["containerPort"] for p in vllm["ports"] if p["name"] == "http")
-    assert settings.vllm_url == f"http://127.0.0.1:{port}"
-    folder = f"{settings.shm_dir}/ocrq"  # where the worker's pages live (consumer/workspace)
+    assert settings.ocr.vllm_url == f"http://127.0.0.1:{port}"
+    folder = f"{settings.worker.shm_dir}/ocrq"  # where the worker's pages live (consumer/workspace)
     args = vllm["args"]
     assert args[args.index("--allowed-local-media-path") + 1] == folder
     mounts = [{m["mountPath"]: m["name"] for m in c["volumeMounts"]} for c in (vllm, consumer)]
@@ -498,16 +500,16 @@ def test_sidecar_worker_waits_out_vllm_cold_start_and_drains_before_the_kill(
 
     # The worker reports healthy once vLLM has read its probe page: after vLLM's start.
     assert budget(consumer["startupProbe"]) > budget(vllm["startupProbe"])
-    assert settings.engine_outage_s > budget(vllm["startupProbe"])
+    assert settings.ocr.engine_outage_s > budget(vllm["startupProbe"])
     grace = pod["terminationGracePeriodSeconds"]
-    assert grace > settings.drain_grace_s + 10
+    assert grace > settings.worker.drain_grace_s + 10
     assert consumer["command"] == ["ocrq", "worker"]
     # vLLM stops only once the worker has drained (its metrics port closed), within the grace.
     script = vllm["lifecycle"]["preStop"]["exec"]["command"][-1]
     compile(script, "preStop", "exec")
-    assert f'("127.0.0.1", {settings.metrics_port})' in script
+    assert f'("127.0.0.1", {settings.worker.metrics_port})' in script
     wait = int(re.search(r"time\.monotonic\(\) \+ (\d+)", script)[1])  # type: ignore[index]
-    assert settings.drain_grace_s < wait < grace
+    assert settings.worker.drain_grace_s < wait < grace
     assert consumer["image"] == "registry.example.com/ocrq/consumer:0.1.0"
 
 

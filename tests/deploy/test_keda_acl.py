@@ -18,7 +18,7 @@ from ocrq.deploy import keda
 from ocrq.shared.keys import Keys
 from ocrq.shared.settings import GROUP, LANES, load_settings
 
-KEYS = Keys(load_settings({}).prefix)
+KEYS = Keys(load_settings({}).store.prefix)
 STREAM = KEYS.stream(LANES[0])
 
 

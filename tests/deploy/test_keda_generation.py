@@ -63,7 +63,7 @@ def test_one_lag_and_one_pending_trigger_per_lane_with_explicit_lag_count() -> N
     obj = keda.consumer_scaled_object(settings, "ocrq", 8)
     triggers = obj["spec"]["triggers"]
     assert len(triggers) == 2 * len(LANES) + 2  # + the webhook deliveries' stream
-    keys = Keys(settings.prefix)
+    keys = Keys(settings.store.prefix)
     for lane in LANES:
         lag = next(t for t in triggers if t["name"] == f"{lane}-lag")["metadata"]
         pending = next(t for t in triggers if t["name"] == f"{lane}-pending")["metadata"]
@@ -100,7 +100,7 @@ def test_webhook_deliveries_keep_a_worker_until_they_are_done() -> None:
     hooks = {t["name"]: t["metadata"] for t in triggers if t["name"].startswith("webhooks")}
     assert set(hooks) == {"webhooks-lag", "webhooks-pending"}
     for meta in hooks.values():
-        assert meta["stream"] == Keys(settings.prefix).webhooks("p0") == "ocrq:{p0}:webhooks"
+        assert meta["stream"] == Keys(settings.store.prefix).webhooks("p0") == "ocrq:{p0}:webhooks"
         assert meta["consumerGroup"] == "webhooks" and meta["activationLagCount"] == "0"
     assert "~ocrq:{p*}:webhooks" in keda.keda_acl_rules(settings)
 
@@ -172,8 +172,8 @@ def test_env_from_configmap_overrides_the_environment(
     config.write_text(
         yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "data": {"OCRQ_MAX_JOBS": "4"}})
     )
-    assert command.settings_for(config).max_jobs == 4
-    assert command.settings_for(None).max_jobs == 99
+    assert command.settings_for(config).worker.max_jobs == 4
+    assert command.settings_for(None).worker.max_jobs == 99
 
 
 def test_loopback_redis_url_maps_to_the_in_cluster_service() -> None:
@@ -208,9 +208,9 @@ def test_vllm_scaled_object_scales_on_waiting_requests_and_wakes_on_lane_work() 
     waiting = spec["triggers"][0]
     assert waiting["type"] == "prometheus"
     assert "vllm:num_requests_waiting" in waiting["metadata"]["query"]
-    assert settings.vllm_model in waiting["metadata"]["query"]
+    assert settings.ocr.vllm_model in waiting["metadata"]["query"]
     lanes = {t["metadata"]["stream"] for t in spec["triggers"][1:]}
-    assert lanes == {Keys(settings.prefix).stream(lane) for lane in LANES}
+    assert lanes == {Keys(settings.store.prefix).stream(lane) for lane in LANES}
     assert spec["scaleTargetRef"]["name"] == "vllm"
 
 

@@ -35,17 +35,19 @@ def spool_problems(objects: list[Obj]) -> list[str]:
     pod = find(objects, "Deployment", "ocrq-producer")["spec"]["template"]["spec"]
     producer = next(c for c in pod["containers"] if c["name"] == "producer")
     settings = producer_settings(objects, producer)
-    if not settings.spool_dir:
+    if not settings.uploads.spool_dir:
         return ["OCRQ_SPOOL_DIR is unset: ZIP batches would spool in /tmp"]
-    mounts = [m for m in producer.get("volumeMounts", []) if m["mountPath"] == settings.spool_dir]
+    mounts = [
+        m for m in producer.get("volumeMounts", []) if m["mountPath"] == settings.uploads.spool_dir
+    ]
     if not mounts:
-        return [f"no volume is mounted at OCRQ_SPOOL_DIR={settings.spool_dir}"]
+        return [f"no volume is mounted at OCRQ_SPOOL_DIR={settings.uploads.spool_dir}"]
     volume = next(v for v in pod["volumes"] if v["name"] == mounts[0]["name"])
     if "emptyDir" not in volume or "sizeLimit" not in volume["emptyDir"]:
         return [f"volume {volume['name']} is not an emptyDir with a sizeLimit"]
     if volume["emptyDir"].get("medium") == "Memory":
         return [f"volume {volume['name']} is in memory: a spooled upload would count as RAM"]
-    needed = settings.spool_slots * settings.max_batch_bytes
+    needed = settings.uploads.spool_slots * settings.uploads.max_batch_bytes
     if size(volume["emptyDir"]["sizeLimit"]) < needed:
         return [
             f"volume {volume['name']} holds {volume['emptyDir']['sizeLimit']}, under "

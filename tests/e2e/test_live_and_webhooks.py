@@ -77,14 +77,14 @@ def test_200_listeners_on_one_process_share_its_redis_connections(stack: Stack) 
     stack.fake.configure(latency_s=3.0)
     stack.start_worker()
     job_id = stack.submit(png(100, 60))
-    before = redis_clients(stack.settings.redis_url)
+    before = redis_clients(stack.settings.store.redis_url)
     results: list[list[tuple[str, dict[str, Any]]]] = []
     url = f"{stack.api}/v1/jobs/{job_id}/events"
     threads = [threading.Thread(target=lambda: results.append(events(url))) for _ in range(200)]
     for t in threads:
         t.start()
     time.sleep(1.5)  # every listener connected and waiting
-    during = redis_clients(stack.settings.redis_url)
+    during = redis_clients(stack.settings.store.redis_url)
     for t in threads:
         t.join(60)
     assert len(results) == 200 and all(r[-1][1]["status"] == "done" for r in results)
@@ -132,7 +132,7 @@ def verified(headers: dict[str, str], body: bytes) -> bool:
 @pytest.fixture
 def hooked_stack(settings: Settings, tmp_path: Path) -> Iterator[Stack]:
     env = {"webhook_secrets": f"public:{SECRET}", "webhook_allow_private": "true"}
-    proc, url = start_producer(settings.redis_url, **env)
+    proc, url = start_producer(settings.store.redis_url, **env)
     with FakeVllm() as fake:
         s = Stack(settings, url, fake, tmp_path / "shm", tmp_path)
         s.start_worker(**env)

@@ -30,7 +30,7 @@ def make_producer(settings: Settings) -> Iterator[Callable[..., str]]:
     procs: list[subprocess.Popen[bytes]] = []
 
     def make(**env: str) -> str:
-        proc, url = start_producer(settings.redis_url, **env)
+        proc, url = start_producer(settings.store.redis_url, **env)
         procs.append(proc)
         return url
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
 import pytest
 import redis
 from litestar.testing import TestClient
 
 from ocrq.producer.app import create_app
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, replace_settings
 
 
 @pytest.fixture
@@ -20,7 +19,7 @@ def make_client(settings: Settings) -> Iterator[Any]:
     clients: list[TestClient[Any]] = []
 
     def make(**overrides: Any) -> TestClient[Any]:
-        app = create_app(msgspec.structs.replace(settings, **overrides))
+        app = create_app(replace_settings(settings, **overrides))
         # A name the producer serves by default (the app checks the Host header).
         client = TestClient(app, base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
         client.__enter__()

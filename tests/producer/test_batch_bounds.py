@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from litestar.testing import TestClient
 from support.payloads import b64, small_pdf
 
 from ocrq.producer.batches.formats import zip_documents
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, replace_settings
 
 ZIP = {"content-type": "application/zip"}
 NAME_CAP = 64 * 1024
@@ -131,7 +130,7 @@ def test_a_zip_body_is_spooled_in_the_spool_dir_and_removed_after(
     archive = zip_of(pdf_members(2), zipfile.ZIP_DEFLATED)
     seen: list[list[Path]] = []
     chunks = held_back(archive[:100], archive[100:], seen, spool)
-    configured = msgspec.structs.replace(settings, spool_dir=str(spool))
+    configured = replace_settings(settings, spool_dir=str(spool))
     parts = asyncio.run(drain(zip_documents(chunks, configured)))
     assert [p.filename for p in parts] == ["scan-0.pdf", "scan-1.pdf"]
     assert len(seen[0]) == 1  # the body was being written there

@@ -6,13 +6,12 @@ import asyncio
 import time
 from typing import Any
 
-import msgspec
-
 from ocrq.producer.jobs.views import new_job_id
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.keys import tag_of
 from ocrq.shared.record import new_job_fields
 from ocrq.shared.schemas import JobOptions
+from ocrq.shared.settings import replace_settings
 from ocrq.shared.store import JobStore, now_ms
 
 OPTIONS = JobOptions(lane="batch")
@@ -20,7 +19,7 @@ OPTIONS = JobOptions(lane="batch")
 
 def store_with(store: JobStore, **overrides: Any) -> JobStore:
     """The store with other settings (the dead producer's), on the same Redis client."""
-    return JobStore(store.redis, msgspec.structs.replace(store.settings, **overrides))
+    return JobStore(store.redis, replace_settings(store.settings, **overrides))
 
 
 async def test_a_running_producer_seals_a_batch_another_producer_left_open(

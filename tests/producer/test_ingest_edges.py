@@ -39,7 +39,7 @@ def test_two_file_parts_are_refused_not_joined(api: TestClient[Any]) -> None:
 def test_crlf_wrapped_base64_of_a_document_at_the_limit_is_accepted(
     api: TestClient[Any], settings: Settings
 ) -> None:
-    limit = settings.max_document_bytes  # 10 MB: JSON's escaped CRLFs add 736 kB
+    limit = settings.api.max_document_bytes  # 10 MB: JSON's escaped CRLFs add 736 kB
     pdf = small_pdf()
     document = pdf + b"%" * (limit - len(pdf))  # exactly at the limit; trailing comment bytes
     wrapped = base64.encodebytes(document).decode().replace("\n", "\r\n")
@@ -85,7 +85,7 @@ def raw_request(url: str, head: bytes, body: bytes = b"") -> tuple[bytes, float]
 
 @pytest.mark.slow
 def test_a_trickling_body_is_cut_off_with_408(settings: Settings) -> None:
-    proc, url = start_producer(settings.redis_url, body_timeout_s="1")
+    proc, url = start_producer(settings.store.redis_url, body_timeout_s="1")
     try:
         head = b"POST /v1/jobs HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/pdf\r\n"
         answer, waited = raw_request(url, head + b"content-length: 1000\r\n\r\n", b"%PDF-1.4")

@@ -78,7 +78,7 @@ def test_ocrq_up_runs_a_job_with_the_shipped_placeholders(
            "OCRQ_WEBHOOK_SECRETS": PLACEHOLDERS["OCRQ_WEBHOOK_SECRETS"]}  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "ocrq.cli", "up", "--port", str(port), "--workers", "1",
-         "--engine", "local", "--redis-url", settings.redis_url,
+         "--engine", "local", "--redis-url", settings.store.redis_url,
          "--data-dir", str(tmp_path / "data")],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -266,7 +266,7 @@ def test_a_dropped_zip_is_one_batch_and_its_pages_are_drawn_from_the_archive(
 
 
 def test_with_api_keys_the_page_asks_for_one_and_sends_it(settings: Settings, browser: Any) -> None:
-    proc, url = start_producer(settings.redis_url, api_keys="acme:key-acme")
+    proc, url = start_producer(settings.store.redis_url, api_keys="acme:key-acme")
     try:
         page, console = open_page(browser, f"{url}/ui")
         assert page.locator("#key-form").is_visible()

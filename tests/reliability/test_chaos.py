@@ -67,7 +67,7 @@ def test_jobs_survive_workers_sigkilled_at_random(stack: Stack) -> None:
     alive = [stack.start_worker(**FAST_RECLAIM) for _ in range(3)]
     jobs = submit_all(stack, CHAOS_JOBS)
     rng = random.Random(7)
-    r = redis.Redis.from_url(stack.settings.redis_url)
+    r = redis.Redis.from_url(stack.settings.store.redis_url)
     kills = 0
     deadline = time.monotonic() + (1800 if LONG else 400)
     while time.monotonic() < deadline:

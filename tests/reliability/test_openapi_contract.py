@@ -22,7 +22,7 @@ def test_schemathesis_finds_nothing_with_every_check(
     settings: Settings, keys: str, tmp_path: Path
 ) -> None:
     # Long-polls are capped at 2 s so that a run stays short (the schema says so too).
-    proc, url = start_producer(settings.redis_url, api_keys=keys, max_wait_s="2")
+    proc, url = start_producer(settings.store.redis_url, api_keys=keys, max_wait_s="2")
     auth = ["-H", "Authorization: Bearer key-acme"] if keys else []
     try:
         done = subprocess.run(

@@ -45,8 +45,8 @@ async def test_an_open_batch_has_a_life_from_the_moment_it_opens(
     batches = BatchStore(store)
     batch_id, _ = await open_batch_with_jobs(batches, 0)
     ttl = await aredis.ttl(store.keys.batch(batch_id))
-    assert 0 < ttl <= store.settings.result_ttl_s
-    assert batches.open_deadline_s > store.settings.body_timeout_s  # the request's own deadline
+    assert 0 < ttl <= store.settings.api.result_ttl_s
+    assert batches.open_deadline_s > store.settings.api.body_timeout_s  # the request's own deadline
 
 
 async def test_a_batch_whose_producer_died_is_sealed_after_its_deadline_losing_no_job(
@@ -72,7 +72,7 @@ async def test_a_batch_whose_producer_died_is_sealed_after_its_deadline_losing_n
     hooks = await aredis.xrange(store.keys.webhooks(tag_of(batch_id)))
     assert [(f[b"kind"], f[b"id"]) for _, f in hooks] == [(b"batch", batch_id.encode())]
     for key in (store.keys.batch(batch_id), store.keys.batch_jobs(batch_id)):
-        assert 0 < await aredis.ttl(key) <= store.settings.result_ttl_s
+        assert 0 < await aredis.ttl(key) <= store.settings.api.result_ttl_s
 
 
 async def test_a_sealed_batch_is_left_alone_by_the_sweeper(store: JobStore) -> None:

@@ -35,9 +35,9 @@ def test_unsupported_bytes_sniff_as_none(data: bytes) -> None:
 
 def test_settings_come_from_ocrq_variables_with_laptop_defaults() -> None:
     s = load_settings({"OCRQ_MAX_DOCUMENT_BYTES": "1024", "OCRQ_VLLM_URL": "http://gpu:8000"})
-    assert s.max_document_bytes == 1024 and s.engine_name == "vllm"
-    assert load_settings({}).engine_name == "local"
-    assert load_settings({}).collect_window_ms == 100
+    assert s.api.max_document_bytes == 1024 and s.ocr.engine_name == "vllm"
+    assert load_settings({}).ocr.engine_name == "local"
+    assert load_settings({}).worker.collect_window_ms == 100
 
 
 def test_a_bad_setting_is_a_clear_error() -> None:

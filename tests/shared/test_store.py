@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.settings import replace_settings
 from ocrq.shared.store import JobStore, Outcome
 
 LANE = "interactive"
@@ -137,7 +138,7 @@ async def test_idempotent_enqueue_returns_the_first_job_until_it_is_deleted(
 
 
 async def test_the_backlog_limit_refuses_with_queue_full(store: JobStore) -> None:
-    store.settings = msgspec.structs.replace(store.settings, max_backlog=1)
+    store.settings = replace_settings(store.settings, max_backlog=1)
     await enqueue(store, "a")
     with pytest.raises(OcrqError) as err:
         await enqueue(store, "b")
@@ -161,7 +162,7 @@ async def test_release_hands_an_unfinished_job_back_for_an_immediate_reclaim(
     assert not await store.release(job_id, LANE, entry, "w2")  # not w2's to give
     assert await store.release(job_id, LANE, entry, "w1")
     assert await field(store, job_id, "status") == b"queued"
-    visibility = store.settings.visibility_timeout_ms
+    visibility = store.settings.worker.visibility_timeout_ms
     reply = await store.redis.xautoclaim(store.keys.stream(LANE), "workers", "w2", visibility)
     assert [e for e, _ in reply[1]] == [entry.encode()]
     [info] = await store.redis.xpending_range(store.keys.stream(LANE), "workers", entry, entry, 1)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
 import redis.asyncio as aioredis
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import with_tag
-from ocrq.shared.settings import Settings
+from ocrq.shared.settings import Settings, replace_settings
 from ocrq.shared.store import JobStore, Outcome
 
 
@@ -46,7 +45,7 @@ async def take(store: JobStore, me: str, lane: str = "interactive") -> tuple[str
 @pytest.fixture
 def quota(store: JobStore) -> JobStore:
     """The store with a backlog of 2 jobs per tenant."""
-    store.settings = msgspec.structs.replace(store.settings, max_tenant_backlog=2)
+    store.settings = replace_settings(store.settings, max_tenant_backlog=2)
     return store
 
 
@@ -145,7 +144,7 @@ async def test_a_replayed_idempotency_key_gets_its_job_back_at_the_backlog(
 
 
 async def test_a_backlog_of_zero_means_no_limit(store: JobStore) -> None:
-    store.settings = msgspec.structs.replace(store.settings, max_tenant_backlog=0)
+    store.settings = replace_settings(store.settings, max_tenant_backlog=0)
     for n in range(5):
         await enqueue(store, f"j{n}")
 
@@ -153,7 +152,7 @@ async def test_a_backlog_of_zero_means_no_limit(store: JobStore) -> None:
 @pytest.fixture
 async def partitioned(aredis: aioredis.Redis, settings: Settings) -> JobStore:
     """A store over 3 partitions with a backlog of 4 jobs per tenant."""
-    three = msgspec.structs.replace(settings, partitions=3, max_tenant_backlog=4)
+    three = replace_settings(settings, partitions=3, max_tenant_backlog=4)
     store = JobStore(aredis, three)
     await store.ensure_groups()
     return store

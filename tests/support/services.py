@@ -23,12 +23,12 @@ from .processes import STOP_TIMEOUT_S, ocrq_process, start_ocrq, stop, wait_http
 def redis_env(settings: Settings) -> dict[str, str]:
     """The OCRQ_* names (without prefix) that say which Redis to use and how."""
     return {
-        "REDIS_URL": settings.redis_url,
-        "REDIS_MODE": settings.redis_mode,
-        "PARTITIONS": str(settings.partitions),
-        "REDIS_SENTINELS": settings.redis_sentinels,
-        "REDIS_SENTINEL_MASTER": settings.redis_sentinel_master,
-        "REDIS_WAIT_REPLICAS": str(settings.redis_wait_replicas),
+        "REDIS_URL": settings.store.redis_url,
+        "REDIS_MODE": settings.store.redis_mode,
+        "PARTITIONS": str(settings.store.partitions),
+        "REDIS_SENTINELS": settings.store.redis_sentinels,
+        "REDIS_SENTINEL_MASTER": settings.store.redis_sentinel_master,
+        "REDIS_WAIT_REPLICAS": str(settings.store.redis_wait_replicas),
     }
 
 

@@ -108,7 +108,7 @@ class Stack:
     def _launch_worker(self, new_session: bool, env: dict[str, Any]) -> WorkerProc:
         port = free_port()
         values = {
-            "REDIS_URL": self.settings.redis_url,
+            "REDIS_URL": self.settings.store.redis_url,
             "ENGINE": "vllm",
             "VLLM_URL": self.fake.url,
             "SHM_DIR": str(self.shm),
@@ -198,7 +198,7 @@ class Stack:
     @property
     def keys(self) -> Keys:
         """The key layout the stack's settings give."""
-        return Keys(self.settings.prefix, self.settings.partitions)
+        return Keys(self.settings.store.prefix, self.settings.store.partitions)
 
     def streams(self) -> list[str]:
         """Every lane's stream in every partition."""
@@ -219,7 +219,7 @@ class Stack:
 @contextlib.contextmanager
 def running_stack(settings: Settings, tmp: Path, **producer_env: str) -> Iterator[Stack]:
     """A producer and a fake vLLM on the settings' Redis; the test starts the workers."""
-    proc, url = start_producer(settings.redis_url, **{**redis_env(settings), **producer_env})
+    proc, url = start_producer(settings.store.redis_url, **{**redis_env(settings), **producer_env})
     try:
         with FakeVllm() as fake:
             stack = Stack(settings, url, fake, tmp / "shm", tmp)

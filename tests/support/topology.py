@@ -38,11 +38,11 @@ def sync_client(settings: Settings) -> Any:
     """
     mode = redis_mode(settings)
     if mode == "cluster":
-        return redis.RedisCluster.from_url(settings.redis_url, socket_timeout=5)
+        return redis.RedisCluster.from_url(settings.store.redis_url, socket_timeout=5)
     if mode == "sentinel":
-        sentinel = Sentinel(parse_sentinels(settings.redis_sentinels), socket_timeout=5)
-        return sentinel.master_for(settings.redis_sentinel_master, socket_timeout=5)
-    return redis.Redis.from_url(settings.redis_url)
+        sentinel = Sentinel(parse_sentinels(settings.store.redis_sentinels), socket_timeout=5)
+        return sentinel.master_for(settings.store.redis_sentinel_master, socket_timeout=5)
+    return redis.Redis.from_url(settings.store.redis_url)
 
 
 @contextlib.contextmanager
