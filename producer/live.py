@@ -23,7 +23,7 @@ from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from ocrq.producer.batches.views import batch_status, tenants_batch
 from ocrq.producer.jobs.routes import known_job
-from ocrq.producer.jobs.views import job_summary, visible
+from ocrq.producer.jobs.views import SUMMARY_FIELDS, job_summary, visible
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field
@@ -31,18 +31,8 @@ from ocrq.shared.schemas import TERMINAL, Base, BatchCounts
 
 HEARTBEAT_S = 15.0
 COALESCE_S = 0.1  # a burst of changes (a batch's jobs ending together) is one event
-SUMMARY_FIELDS = (
-    Field.STATUS,
-    Field.TENANT,
-    Field.FILENAME,
-    Field.MEDIA_TYPE,
-    Field.LANE,
-    Field.PAGES_DONE,
-    Field.PAGES_TOTAL,
-    Field.CREATED_AT,
-    Field.FINISHED_AT,
-    Field.ERROR,
-)
+# What a job's event carries, and the tenant to check who may see it.
+EVENT_FIELDS = (*SUMMARY_FIELDS, Field.TENANT)
 
 
 class BatchEvent(Base):
@@ -94,7 +84,7 @@ async def job_events(
 
     async def read() -> Snapshot:
         fetched = await rt.flights.read(
-            f"job:{job_id}", lambda: rt.store.read(known_job(job_id), SUMMARY_FIELDS)
+            f"job:{job_id}", lambda: rt.store.read(known_job(job_id), EVENT_FIELDS)
         )
         record = visible(job_id, fetched, tenant)
         summary = job_summary(job_id, record)

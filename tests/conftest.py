@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 from support.processes import SessionGuard, stop
 from support.services import redis_env, start_producer
-from support.stack import Stack
+from support.stack import Stack, stack_on
 from support.topology import Topology, start_topology
 
 from ocrq.fakevllm.runner import FakeVllm
@@ -109,12 +109,8 @@ def live_producer(settings: Settings) -> Iterator[str]:
 @pytest.fixture
 def stack(settings: Settings, live_producer: str, tmp_path: Path) -> Iterator[Stack]:
     """Producer + fake vLLM; tests start the workers they need."""
-    with FakeVllm() as fake:
-        s = Stack(settings, live_producer, fake, tmp_path / "shm", tmp_path)
-        try:
-            yield s
-        finally:
-            s.stop()
+    with stack_on(settings, live_producer, tmp_path) as s:
+        yield s
 
 
 # Everything a test may change at run time, back at its default.

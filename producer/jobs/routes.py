@@ -22,7 +22,14 @@ from ocrq.producer.jobs.ingest import (
     within,
 )
 from ocrq.producer.jobs.options import check_options
-from ocrq.producer.jobs.views import iso, job_summary, job_view, new_job_id, visible
+from ocrq.producer.jobs.views import (
+    SUMMARY_FIELDS,
+    iso,
+    job_summary,
+    job_view,
+    new_job_id,
+    visible,
+)
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import is_known_id
@@ -120,17 +127,6 @@ def known_job(job_id: str) -> str:
     return job_id
 
 
-SUMMARY_FIELDS = (
-    Field.STATUS,
-    Field.FILENAME,
-    Field.MEDIA_TYPE,
-    Field.LANE,
-    Field.PAGES_DONE,
-    Field.PAGES_TOTAL,
-    Field.CREATED_AT,
-    Field.FINISHED_AT,
-    Field.ERROR,
-)
 ListLimit = Annotated[int, Parameter(ge=1, le=100, description="Jobs per page (1-100)")]
 ListOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to skip, newest first")]
 

@@ -9,8 +9,21 @@ import msgspec
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import DEFAULT_TAG, with_tag
-from ocrq.shared.record import JobRecord
+from ocrq.shared.record import Field, JobRecord
 from ocrq.shared.schemas import JobSummary, JobView, Progress, Result, WebhookState
+
+# The fields a job's summary shows (GET /v1/jobs, live events): never the payload or result.
+SUMMARY_FIELDS = (
+    Field.STATUS,
+    Field.FILENAME,
+    Field.MEDIA_TYPE,
+    Field.LANE,
+    Field.PAGES_DONE,
+    Field.PAGES_TOTAL,
+    Field.CREATED_AT,
+    Field.FINISHED_AT,
+    Field.ERROR,
+)
 
 
 def new_job_id(tag: str = DEFAULT_TAG) -> str:

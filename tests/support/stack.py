@@ -217,15 +217,22 @@ class Stack:
 
 
 @contextlib.contextmanager
+def stack_on(settings: Settings, producer_url: str, tmp: Path) -> Iterator[Stack]:
+    """A fake vLLM and a Stack around a running producer; the stack's workers stop on exit."""
+    with FakeVllm() as fake:
+        stack = Stack(settings, producer_url, fake, tmp / "shm", tmp)
+        try:
+            yield stack
+        finally:
+            stack.stop()
+
+
+@contextlib.contextmanager
 def running_stack(settings: Settings, tmp: Path, **producer_env: str) -> Iterator[Stack]:
     """A producer and a fake vLLM on the settings' Redis; the test starts the workers."""
     proc, url = start_producer(settings.store.redis_url, **{**redis_env(settings), **producer_env})
     try:
-        with FakeVllm() as fake:
-            stack = Stack(settings, url, fake, tmp / "shm", tmp)
-            try:
-                yield stack
-            finally:
-                stack.stop()
+        with stack_on(settings, url, tmp) as stack:
+            yield stack
     finally:
         stop(proc)
