@@ -39,7 +39,7 @@ class JobOutcome:
     submitted_at: float
     finished_at: float
     requests: int  # chat-completion requests the worker sent for this job
-    raster_ms: int  # summed over its micro-batches (they overlap)
+    raster_ms: int  # summed over its page groups (they overlap)
     infer_ms: int
 
     @property

@@ -101,7 +101,7 @@ class Worker:
             return 0
         dispatched = await self._dispatch_held()
         room = self.room()
-        if room <= 0:  # until a batch is rendered or a job ends; a second at most
+        if room <= 0:  # until a page group is rendered or a job ends; a second at most
             await self.flow.wait_for_room(1.0)
             return dispatched
         if time.monotonic() >= self._next_reclaim:

@@ -6,13 +6,12 @@ file the Redis StatefulSet writes at start-up are loaded into it and exercised.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from support.deploy_tree import K8S, base_objects, find
+from support.deploy_tree import K8S, base_objects, find, redis_startup_users
 
 from ocrq.deploy import keda
 from ocrq.shared.keys import Keys
@@ -87,12 +86,6 @@ def test_keda_user_cannot_write_or_read_jobs(admin: redis.Redis, clean_redis: st
 def test_redis_startup_script_writes_a_loadable_acl_file(
     admin: redis.Redis, clean_redis: str, tmp_path: Path
 ) -> None:
-    statefulset = find(base_objects(), "StatefulSet", "redis")
-    container = statefulset["spec"]["template"]["spec"]["containers"][0]
-    script = container["command"][2]
-    acl_file = tmp_path / "users.acl"
-    script = script.replace("/run/redis/users.acl", str(acl_file))
-    script = script.replace("exec redis-server /etc/redis/redis.conf", "")
     env = {
         "REDIS_PASSWORD": "main-pw",
         "KEDA_USERNAME": "keda-test",
@@ -103,12 +96,7 @@ def test_redis_startup_script_writes_a_loadable_acl_file(
         "PRODUCER_ACL_RULES": "-@all", "WORKER_USERNAME": "worker-test",
         "WORKER_PASSWORD": "w-pw", "WORKER_ACL_RULES": "-@all",
     }  # fmt: skip
-    subprocess.run(["sh", "-c", script], env=env, check=True, timeout=10)
-    users = {}
-    for line in acl_file.read_text().splitlines():
-        word, name, *rules = line.split()
-        assert word == "user"
-        users[name] = rules
+    users = redis_startup_users(tmp_path, env)
     assert set(users) == {"default", "keda-test", "producer-test", "worker-test"}
     # Load both lines, the default user under a test name so the session stays usable.
     for name, rules in (("default-test", users["default"]), ("keda-test", users["keda-test"])):

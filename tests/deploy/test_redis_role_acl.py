@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import subprocess
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from support.deploy_tree import K8S, REPO_ROOT, base_objects, find, load_docs
+from support.deploy_tree import K8S, REPO_ROOT, base_objects, find, load_docs, redis_startup_users
 from support.processes import wait_until
 
 from ocrq.deploy import command as k8s
@@ -170,9 +169,6 @@ def startup_users(tmp_path: Path) -> dict[str, list[str]]:
         assert env[name]["valueFrom"]["configMapKeyRef"] == {
             "name": keda.ROLE_ACL_CONFIGMAP, "key": key
         }  # fmt: skip
-    acl_file = tmp_path / "users.acl"
-    script = container["command"][2].replace("/run/redis/users.acl", str(acl_file))
-    script = script.replace("exec redis-server /etc/redis/redis.conf", "")
     values = {
         "REDIS_PASSWORD": "admin-pw", "KEDA_USERNAME": "keda-t", "KEDA_PASSWORD": "keda-pw",
         "KEDA_ACL_RULES": "-@all +ping", "PRODUCER_USERNAME": "producer-t",
@@ -180,13 +176,7 @@ def startup_users(tmp_path: Path) -> dict[str, list[str]]:
         "WORKER_USERNAME": "worker-t", "WORKER_PASSWORD": "worker-pw",
         "WORKER_ACL_RULES": rules["worker"],
     }  # fmt: skip
-    subprocess.run(["sh", "-c", script], env=values, check=True, timeout=10)
-    users = {}
-    for line in acl_file.read_text().splitlines():
-        word, name, *words = line.split()
-        assert word == "user"
-        users[name] = words
-    return users
+    return redis_startup_users(tmp_path, values)
 
 
 def test_redis_startup_writes_each_role_user_with_its_generated_rules(

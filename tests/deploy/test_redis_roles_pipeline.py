@@ -4,51 +4,27 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from support.documents import png
-from support.processes import stop, wait_http, wait_until
+from support.loopback_receivers import Receiver, answer, receiving
+from support.processes import stop, wait_until
 from support.role_servers import PARTITIONS, RoleServer
-from support.stack import Stack
-
-from ocrq.fakevllm.runner import FakeVllm
-from ocrq.shared.embedded import free_port
-
-
-class Receiver(BaseHTTPRequestHandler):
-    """A webhook receiver on loopback: keeps every body, answers 204."""
-
-    bodies: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
+from support.services import producer_process
+from support.stack import Stack, stack_on
 
 
 @pytest.fixture
-def receiver() -> Iterator[str]:
-    Receiver.bodies = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook"
-    server.shutdown()
-    server.server_close()
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on loopback that answers 204 and keeps every request."""
+    with receiving(answer(204)) as found:
+        yield found
 
 
 def hook_env() -> dict[str, str]:
@@ -61,44 +37,27 @@ def start_producer_as(
     url: str, log: Path, env: dict[str, str]
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`ocrq producer` on this Redis URL, logging to ``log``; the process and its URL."""
-    port = free_port()
-    values = {
-        "REDIS_URL": url, "REDIS_MODE": "single", "PARTITIONS": str(PARTITIONS),
-        "REDIS_SENTINELS": "", "LOG_FORMAT": "json", "LOG_LEVEL": "info",
-        "PRODUCER_WORKERS": "1", **env,
-    }  # fmt: skip
-    full_env = {**os.environ, **{f"OCRQ_{k}": v for k, v in values.items()}}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ocrq.cli", "producer", "--port", str(port)],
-        env=full_env, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
-    )  # fmt: skip
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc)
-    except BaseException:
-        stop(proc)
-        raise
-    return proc, f"http://127.0.0.1:{port}"
+    values = {"REDIS_MODE": "single", "PARTITIONS": str(PARTITIONS), "REDIS_SENTINELS": ""}
+    return producer_process(url, {**values, "LOG_LEVEL": "info", **env}, log)
 
 
-def received(kind: str, some_id: str) -> bool:
-    return any(b["type"] == kind and b["id"] == some_id for b in Receiver.bodies)
+def received(receiver: Receiver, kind: str, some_id: str) -> bool:
+    """Whether the receiver got the callback of that kind for that job or batch."""
+    bodies = [json.loads(request.body) for request in receiver.requests]
+    return any(b["type"] == kind and b["id"] == some_id for b in bodies)
 
 
 @pytest.mark.slow
 def test_the_whole_pipeline_runs_as_the_producer_and_worker_users(
-    roles: RoleServer, receiver: str, tmp_path: Path
+    roles: RoleServer, receiver: Receiver, tmp_path: Path
 ) -> None:
     env = hook_env()
     proc, api = start_producer_as(roles.url("producer"), tmp_path / "producer.log", env)
     (tmp_path / "shm").mkdir()
     settings = roles.settings("worker", shm_dir=str(tmp_path / "shm"))
     try:
-        with FakeVllm() as fake:
-            stack = Stack(settings, api, fake, tmp_path / "shm", tmp_path)
-            try:
-                run_the_pipeline(stack, receiver, env)
-            finally:
-                stack.stop()
+        with stack_on(settings, api, tmp_path) as stack:
+            run_the_pipeline(stack, receiver, env)
         assert [w.proc.returncode for w in stack.workers] == [0]  # drained, then exited 0
     finally:
         stop(proc)
@@ -108,9 +67,9 @@ def test_the_whole_pipeline_runs_as_the_producer_and_worker_users(
     assert roles.refusals() == []
 
 
-def run_the_pipeline(stack: Stack, receiver: str, env: dict[str, str]) -> None:
+def run_the_pipeline(stack: Stack, receiver: Receiver, env: dict[str, str]) -> None:
     """Cancel and delete queued jobs, then jobs and a batch with callbacks, end to end."""
-    api = stack.api
+    api, hook = stack.api, receiver.url()
     queued = stack.submit(png(60, 40))
     assert httpx.post(f"{api}/v1/jobs/{queued}/cancel").json()["status"] == "cancelled"
     doomed = stack.submit(png(61, 40))
@@ -118,21 +77,21 @@ def run_the_pipeline(stack: Stack, receiver: str, env: dict[str, str]) -> None:
     assert httpx.get(f"{api}/v1/jobs/{doomed}").status_code == 404
     stack.start_worker(**env)
     body = {"document": base64.b64encode(png(90, 60)).decode(),
-            "options": {"callback_url": receiver}}  # fmt: skip
+            "options": {"callback_url": hook}}  # fmt: skip
     first = httpx.post(f"{api}/v1/jobs", json=body, headers={"Idempotency-Key": "k1"}).json()
     again = httpx.post(f"{api}/v1/jobs", json=body, headers={"Idempotency-Key": "k1"}).json()
     assert first["id"] == again["id"]
     assert stack.wait(first["id"])["status"] == "done"
     assert httpx.get(f"{api}/v1/jobs/{first['id']}/result").status_code == 200
     files = [("file", (f"{i}.png", png(70 + i, 50), "image/png")) for i in range(3)]
-    batch = httpx.post(f"{api}/v1/batches?callback_url={receiver}", files=files, timeout=60)
+    batch = httpx.post(f"{api}/v1/batches?callback_url={hook}", files=files, timeout=60)
     assert batch.status_code == 202, batch.text
     batch_id = batch.json()["id"]
     assert stack.wait_for_batch(batch_id, timeout_s=60)["counts"]["done"] == 3
     lines = httpx.get(f"{api}/v1/batches/{batch_id}/results", timeout=30).text.splitlines()
     assert len(lines) == 3
-    wait_until(lambda: received("job.finished", first["id"]), 30, "the job's webhook")
-    wait_until(lambda: received("batch.finished", batch_id), 30, "the batch's webhook")
+    wait_until(lambda: received(receiver, "job.finished", first["id"]), 30, "the job's webhook")
+    wait_until(lambda: received(receiver, "batch.finished", batch_id), 30, "the batch's webhook")
     assert first["id"] in {j["id"] for j in httpx.get(f"{api}/v1/jobs").json()["jobs"]}
     assert httpx.get(f"{api}/readyz").json()["status"] == "ready"
     assert metric(httpx.get(f"{api}/metrics").text, "ocrq_redis_memory_used_bytes") > 0

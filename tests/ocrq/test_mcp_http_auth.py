@@ -16,8 +16,7 @@ import pytest
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from support.mcp_harness import listening, text_of
-from support.processes import stop
+from support.mcp_harness import http_mcp, listening, text_of
 
 from ocrq.shared.embedded import free_port
 
@@ -59,13 +58,8 @@ def test_binding_off_loopback_without_a_token_refuses_to_start(host: str) -> Non
 @pytest.fixture
 def guarded_server(api_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`ocrq mcp --http` on 127.0.0.1 with OCRQ_MCP_TOKEN set: its endpoint URL and process."""
-    port = free_port()
-    proc = subprocess.Popen(
-        mcp_command("--port", str(port), "--url", api_url), env=env_with(OCRQ_MCP_TOKEN=TOKEN),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    yield f"http://127.0.0.1:{port}/mcp", proc
-    stop(proc)
+    with http_mcp(api_url, MCP_TOKEN=TOKEN) as server:
+        yield server
 
 
 async def test_with_a_token_set_a_request_without_it_is_401(

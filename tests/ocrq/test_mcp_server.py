@@ -18,13 +18,11 @@ import pytest
 from mcp import Client as McpClient
 from mcp.types import TextResourceContents
 from support.documents import png, sized_pdf
-from support.mcp_harness import listening, mcp_session, text_of
-from support.processes import stop
+from support.mcp_harness import http_mcp, listening, mcp_session, text_of
 from support.stack import Stack
 
 from ocrq.client import Client
 from ocrq.mcp.inputs import InputError, decode_base64, parse_pages, select_pages
-from ocrq.shared.embedded import free_port
 from ocrq.shared.schemas import Page, Result, Segment
 
 MakeProducer = Callable[..., str]
@@ -183,13 +181,8 @@ async def test_urls_are_fetched_only_when_allowed(api_url: str, tmp_path: Path) 
 @pytest.fixture
 def http_server(api_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """`ocrq mcp --http` on a free port: its endpoint URL and process."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ocrq.cli", "mcp", "--http", "--port", str(port), "--url", api_url],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    yield f"http://127.0.0.1:{port}/mcp", proc
-    stop(proc)
+    with http_mcp(api_url) as server:
+        yield server
 
 
 async def test_streamable_http_serves_the_same_tools(

@@ -219,3 +219,20 @@ def validate_built(obj: Obj) -> None:
         validate_keda(obj)
     elif not api.startswith("monitoring.coreos.com/"):
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def redis_startup_users(tmp_path: Path, env: dict[str, str]) -> dict[str, list[str]]:
+    """Run the Redis StatefulSet's start-up script (not Redis) with ``env``: the ACL file's
+    users, each with its rules."""
+    statefulset = find(base_objects(), "StatefulSet", "redis")
+    script = statefulset["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    acl_file = tmp_path / "users.acl"
+    script = script.replace("/run/redis/users.acl", str(acl_file))
+    script = script.replace("exec redis-server /etc/redis/redis.conf", "")
+    subprocess.run(["sh", "-c", script], env=env, check=True, timeout=10)
+    users = {}
+    for line in acl_file.read_text().splitlines():
+        word, name, *rules = line.split()
+        assert word == "user"
+        users[name] = rules
+    return users

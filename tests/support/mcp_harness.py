@@ -6,8 +6,8 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import httpx
@@ -15,7 +15,9 @@ from mcp import Client as McpClient
 from mcp import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from .processes import processes_with
+from ocrq.shared.embedded import free_port
+
+from .processes import processes_with, start_ocrq, stop
 
 MARK = "OCRQ_TEST_MCP_SERVER"  # in each server's environment, to find it after the session
 
@@ -66,3 +68,15 @@ async def listening(url: str, proc: subprocess.Popen[bytes]) -> None:
             except httpx.TransportError:
                 await asyncio.sleep(0.1)
     raise TimeoutError(f"{url} did not answer")
+
+
+@contextmanager
+def http_mcp(api_url: str, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`ocrq mcp --http` on a free loopback port (env: OCRQ_* without the prefix): its
+    endpoint URL and process, stopped on exit. Wait for it with ``listening``."""
+    port = free_port()
+    proc = start_ocrq("mcp", ["--http", "--port", str(port), "--url", api_url], env)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", proc
+    finally:
+        stop(proc)
