@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from ocrq.consumer.engines.base import EngineOutput
-from ocrq.shared.schemas import EngineInfo, Page, Result, Segment, Status, Timings, Usage
+from ocrq.consumer.layout.structure import compact_heading_levels
+from ocrq.shared.render.markdown import document_markdown, page_markdown
+from ocrq.shared.schemas import EngineInfo, Page, Result, Status, Timings, Usage
 
 
 def merge_usage(outputs: list[EngineOutput]) -> Usage:
@@ -16,22 +18,6 @@ def merge_usage(outputs: list[EngineOutput]) -> Usage:
     return usage
 
 
-def document_markdown(pages: list[Page], segments: list[Segment]) -> str:
-    """Markdown in page order: a page's own text, or once per segment at its first page."""
-    by_first = {s.first_page: s for s in segments}
-    parts: list[str] = []
-    for page in pages:
-        if page.markdown is not None:
-            text = page.markdown
-        elif page.number in by_first:
-            text = by_first[page.number].markdown
-        else:
-            continue
-        if text.strip():
-            parts.append(text.strip())
-    return "\n\n".join(parts) + ("\n" if parts else "")
-
-
 def assemble(
     *,
     job_id: str,
@@ -40,18 +26,25 @@ def assemble(
     outputs: list[EngineOutput],
     engine: EngineInfo,
     timings: Timings,
+    keep_furniture: bool = False,
 ) -> Result:
     """The Result of a finished job."""
     pages = sorted(
         [*text_pages, *(p for out in outputs for p in out.pages)], key=lambda p: p.number
     )
     segments = sorted((s for out in outputs for s in out.segments), key=lambda s: s.first_page)
+    # Heading levels came page by page; over the document they are made consecutive, and
+    # each page's Markdown is written again with them.
+    compact_heading_levels(pages)
+    for page in pages:
+        if page.markdown is not None:
+            page.markdown = page_markdown(page, keep_furniture=keep_furniture)
     return Result(
         id=job_id,
         status=Status.DONE.value,
         media_type=media_type,
         page_count=len(pages),
-        markdown=document_markdown(pages, segments),
+        markdown=document_markdown(pages, segments, keep_furniture=keep_furniture),
         pages=pages,
         segments=segments,
         doubtful_pages=sum(1 for page in pages if page.warnings),

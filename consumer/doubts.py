@@ -9,9 +9,10 @@ plain-language warning, which the job's summary counts (``Result.doubtful_pages`
 from __future__ import annotations
 
 from ocrq.consumer.engines.base import PageImage
+from ocrq.shared.render.markdown import NOTE, warning_notes
 from ocrq.shared.schemas import Page
 
-NOTE = "> **ocrq warning:** "
+__all__ = ["NOTE", "page_warnings", "review_pages"]
 
 
 def page_warnings(
@@ -46,5 +47,5 @@ def review_pages(
         page.rotation = rotations.get(page.number, 0)
         page.warnings = page_warnings(page, reads_scripts, min_confidence)
         if page.warnings and page.markdown is not None:
-            notes = "\n".join(NOTE + w for w in page.warnings)
+            notes = warning_notes(page.warnings)
             page.markdown = f"{notes}\n\n{page.markdown}" if page.markdown else notes

@@ -11,6 +11,7 @@ import msgspec
 import structlog
 
 from ocrq.consumer.assemble import assemble
+from ocrq.consumer.engines.base import EngineOutput
 from ocrq.consumer.heartbeat import Abandoned, Heartbeat
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.pages import JobPages, PageReader, Tally
@@ -19,11 +20,12 @@ from ocrq.consumer.workspace import job_workspace
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import WORK_FIELDS
-from ocrq.shared.schemas import EngineInfo, Result, Timings
+from ocrq.shared.schemas import EngineInfo, Page, Result, Timings
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, now_ms
 
 log = structlog.get_logger("ocrq.worker")
+SEARCHABLE_PDF = "searchable.pdf"  # its name among the job's files
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,11 @@ class JobRunner:
         queued_ms = max(0, now_ms() - created)
         self.metrics.stage_seconds.labels("queue_wait").observe(queued_ms / 1000)
 
-        async def report(done: int, total: int) -> None:
+        async def report(done: int, total: int, pages: list[Page]) -> None:
+            finished = {page.number: msgspec.json.encode(page) for page in pages}
             ours = await through_outages(
-                lambda: self.store.progress(entry.job_id, self.me, done, total), "progress"
+                lambda: self.store.progress(entry.job_id, self.me, done, total, finished),
+                "progress",
             )
             if not ours:
                 raise Abandoned("the job is no longer this worker's")
@@ -134,14 +138,33 @@ class JobRunner:
             job = JobPages(entry.job_id, doc, record.media_type, record.options, folder, tally)
             del record  # the payload: up to 10 MB this job no longer needs in memory
             text_pages, outputs = await self.reader.read_all(job, report)
-        return assemble(
-            job_id=entry.job_id,
-            media_type=job.media_type,
-            text_pages=text_pages,
-            outputs=outputs,
-            engine=self._engine_info(job),
-            timings=self._timings(job, queued_ms),
+            result = assemble(
+                job_id=entry.job_id,
+                media_type=job.media_type,
+                text_pages=text_pages,
+                outputs=outputs,
+                engine=self._engine_info(job),
+                timings=self._timings(job, queued_ms),
+                keep_furniture=job.options.keep_headers_footers,
+            )
+            await self._keep_files(job, result, outputs)
+        return result
+
+    async def _keep_files(self, job: JobPages, result: Result, outputs: list[EngineOutput]) -> None:
+        """Store the job's figures and, when asked, its searchable PDF, before it finishes."""
+        files = dict(job.files)
+        if job.options.searchable_pdf:
+            words = {n: w for out in outputs for n, w in out.words.items()}
+            files[SEARCHABLE_PDF] = await self.reader.rasteriser.searchable_pdf(
+                str(job.doc), job.media_type, result.pages, words, self.reader.dpi(job)
+            )
+            result.searchable_pdf = True
+        result.images = sorted(name.removeprefix("images/") for name in job.files)
+        saved = await through_outages(
+            lambda: self.store.save_files(job.job_id, self.me, files), "save files"
         )
+        if not saved:
+            raise Abandoned("the job is no longer this worker's")
 
     def _engine_info(self, job: JobPages) -> EngineInfo:
         engine = self.reader.engine

@@ -18,13 +18,20 @@ from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.doubts import review_pages
 from ocrq.consumer.engines.base import Engine, EngineOutput, PageImage
 from ocrq.consumer.flow import PageFlow
+from ocrq.consumer.layout.figures import crop_figures
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.raster import Rasteriser
+from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.page_ranges import selected_pages
+from ocrq.shared.render.markdown import page_markdown
 from ocrq.shared.schemas import JobOptions, Page
 from ocrq.shared.settings import Settings
 
-# Called with (pages_done, pages_total) as pages finish; raises to stop the job.
-Report = Callable[[int, int], Awaitable[None]]
+# Called with (pages_done, pages_total, the pages just finished); raises to stop the job.
+Report = Callable[[int, int, list[Page]], Awaitable[None]]
+# A document may be longer than max_pages when the job names the pages to read: inspection
+# then only guards against absurd page counts, and the pages named count against max_pages.
+MAX_INSPECTED_PAGES = 100_000
 
 
 @dataclass
@@ -47,12 +54,25 @@ class JobPages:
     options: JobOptions
     folder: Path  # the job's scratch folder: rendered pages live here until recognised
     tally: Tally
+    # Files the job keeps with its result: figure crops ("images/p1-1.png" → PNG bytes).
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def remove_files(paths: list[str]) -> None:
     """Delete rendered pages as soon as the engine has them."""
     for path in paths:
         Path(path).unlink(missing_ok=True)
+
+
+def crop_page_figures(images: list[PageImage], pages: list[Page]) -> dict[str, bytes]:
+    """Each page's figure regions cropped from its rendering, keyed "images/<name>"."""
+    paths = {image.number: image.path for image in images}
+    files: dict[str, bytes] = {}
+    for page in pages:
+        if page.number in paths:
+            crops = crop_figures(paths[page.number], page)
+            files.update({f"images/{name}": data for name, data in crops.items()})
+    return files
 
 
 def files_size(images: list[PageImage]) -> int:
@@ -75,14 +95,14 @@ class PageReader:
         self, job: JobPages, report: Report
     ) -> tuple[list[Page], list[EngineOutput]]:
         """Inspect, take text layers, then recognise the rest; report as page groups finish."""
-        s = self.settings.worker
-        max_pages = min(job.options.max_pages or s.default_max_pages, s.default_max_pages)
-        total = await self.rasteriser.inspect(str(job.doc), job.media_type, max_pages)
-        await report(0, total)
-        text_pages = await self._text_layer_pages(job, total)
+        chosen, total = await self._chosen_pages(job)
+        await report(0, total, [])
+        text_pages = await self._text_layer_pages(job, chosen)
         taken = {p.number for p in text_pages}
-        todo = [i for i in range(total) if i + 1 not in taken]
+        todo = [i for i in chosen if i + 1 not in taken]
         job.tally.pages_done = len(text_pages)
+        if text_pages:
+            await report(job.tally.pages_done, total, self._finished(job, text_pages))
         size = job.options.batch_size
         groups = [todo[i : i + size] for i in range(0, len(todo), size)]
         self.flow.plan(job.job_id, len(groups))
@@ -93,12 +113,33 @@ class PageReader:
                 out = await next_done
                 outputs.append(out)
                 job.tally.pages_done += len(out.pages)
-                await report(job.tally.pages_done, total)
+                await report(job.tally.pages_done, total, self._finished(job, out.pages))
         finally:  # one failed page group fails the job: stop its siblings
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         return text_pages, outputs
+
+    async def _chosen_pages(self, job: JobPages) -> tuple[list[int], int]:
+        """The 0-based pages the job reads (its ``pages`` option, else all) and their count."""
+        s = self.settings.worker
+        max_pages = min(job.options.max_pages or s.default_max_pages, s.default_max_pages)
+        cap = max_pages if job.options.pages is None else MAX_INSPECTED_PAGES
+        in_document = await self.rasteriser.inspect(str(job.doc), job.media_type, cap)
+        chosen = selected_pages(job.options.pages, in_document)
+        if len(chosen) > max_pages:
+            message = f"options.pages names {len(chosen)} pages, over the limit of {max_pages}"
+            raise OcrqError(ErrorCode.TOO_MANY_PAGES, message)
+        return chosen, len(chosen)
+
+    def _finished(self, job: JobPages, pages: list[Page]) -> list[Page]:
+        """Pages just read, their Markdown rendered from their blocks (a page whose text
+        went to a multi-page segment keeps no Markdown of its own)."""
+        keep = job.options.keep_headers_footers
+        for page in pages:
+            if page.markdown is not None:
+                page.markdown = page_markdown(page, keep_furniture=keep)
+        return pages
 
     def dpi(self, job: JobPages) -> int:
         """The job's DPI, else the worker's default."""
@@ -112,14 +153,23 @@ class PageReader:
             mode = "off" if self.engine.name == "vllm" else "auto"
         return mode == "auto"
 
-    async def _text_layer_pages(self, job: JobPages, total: int) -> list[Page]:
+    async def _text_layer_pages(self, job: JobPages, chosen: list[int]) -> list[Page]:
         if not self._wants_text_layer(job):
             return []
+        # The layout model takes most of a second a page: the pool's processes read a
+        # window of pages at once, and other jobs' renders queue between windows.
+        window = max(1, self.settings.worker.raster_workers)
         pages = []
-        for index in range(total):
-            page = await self.rasteriser.text_layer(str(job.doc), index, self.dpi(job))
-            if page is not None:
-                pages.append(page)
+        for start in range(0, len(chosen), window):
+            reads = [
+                self.rasteriser.text_layer(str(job.doc), index, self.dpi(job))
+                for index in chosen[start : start + window]
+            ]
+            for found in await asyncio.gather(*reads):
+                if found is not None:
+                    page, figures = found
+                    job.files.update(figures)
+                    pages.append(page)
         return pages
 
     async def _page_group(self, job: JobPages, indices: list[int]) -> EngineOutput:
@@ -132,7 +182,9 @@ class PageReader:
             waited = time.monotonic()
             async with self.flow.engine_turn(job.job_id, rendered):
                 self.metrics.stage_seconds.labels("engine_wait").observe(time.monotonic() - waited)
-                return await self._recognise(job, images)
+                out = await self._recognise(job, images)
+            job.files.update(await asyncio.to_thread(crop_page_figures, images, out.pages))
+            return out
         finally:
             await asyncio.to_thread(remove_files, [image.path for image in images])
 

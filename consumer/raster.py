@@ -20,9 +20,11 @@ from typing import TypeVar
 import pymupdf
 from PIL import Image, ImageOps
 
-from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.base import PageImage, Word
+from ocrq.consumer.layout.figures import crop_pdf_figures
 from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
+from ocrq.consumer.searchable import build_searchable_pdf
 from ocrq.consumer.textlayer import extract_text_page
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Page
@@ -330,6 +332,25 @@ def _too_many(count: int, max_pages: int, what: str) -> None:
     )
 
 
+def text_layer_page(path: str, index: int, dpi: int) -> tuple[Page, dict[str, bytes]] | None:
+    """A page from its text layer and its figures ("images/<name>" → PNG), else None."""
+    page = extract_text_page(path, index, dpi)
+    if page is None:
+        return None
+    crops = crop_pdf_figures(path, index, dpi, page)
+    return page, {f"images/{name}": data for name, data in crops.items()}
+
+
+SEARCHABLE_S_PER_PAGE = 1.0
+
+
+def searchable_document(
+    path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], dpi: int
+) -> bytes:
+    """build_searchable_pdf, called the way the pool calls functions (positional)."""
+    return build_searchable_pdf(path, media_type, pages, words, dpi=dpi)
+
+
 # --- async facade ------------------------------------------------------------------------
 
 
@@ -348,23 +369,35 @@ class Rasteriser:
         self.max_side = max_side
         self.timeout_s = timeout_s
 
-    async def _run(self, what: str, function: Callable[..., T], *args: object) -> T:
-        return await self._run_once(what, function, *args, retry_if_broken=True)
+    async def _run(
+        self, what: str, function: Callable[..., T], *args: object, timeout_s: float = 0.0
+    ) -> T:
+        timeout_s = timeout_s or self.timeout_s
+        return await self._run_once(
+            what, function, *args, retry_if_broken=True, timeout_s=timeout_s
+        )
 
     async def _run_once(
-        self, what: str, function: Callable[..., T], *args: object, retry_if_broken: bool
+        self,
+        what: str,
+        function: Callable[..., T],
+        *args: object,
+        retry_if_broken: bool,
+        timeout_s: float,
     ) -> T:
         try:  # an OcrqError raised in the pool comes back pickled as itself (shared/errors.py)
-            return await self.pool.run(self.timeout_s, function, *args)
+            return await self.pool.run(timeout_s, function, *args)
         except TimeoutError as e:
-            raise OcrqError(ErrorCode.TIMEOUT, f"{what} took over {self.timeout_s:g} s") from e
+            raise OcrqError(ErrorCode.TIMEOUT, f"{what} took over {timeout_s:g} s") from e
         except PoolClosed as e:
             raise OcrqError(ErrorCode.UNAVAILABLE, "the worker is shutting down") from e
         except BrokenProcessPool as e:
             # A renderer process died; maybe another job's document killed it. Once more on
             # the fresh pool: a second crash means this document crashes MuPDF.
             if retry_if_broken:
-                return await self._run_once(what, function, *args, retry_if_broken=False)
+                return await self._run_once(
+                    what, function, *args, retry_if_broken=False, timeout_s=timeout_s
+                )
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, f"{what} crashed the renderer") from e
 
     async def inspect(self, path: str, media_type: str, max_pages: int) -> int:
@@ -408,8 +441,28 @@ class Rasteriser:
             f"detecting the orientation of page {page.number}", turn_upright, page
         )
 
-    async def text_layer(self, path: str, index: int, dpi: int) -> Page | None:
-        """PDF page ``index`` (0-based) from its text layer when good, else None (OCR it)."""
+    async def text_layer(
+        self, path: str, index: int, dpi: int
+    ) -> tuple[Page, dict[str, bytes]] | None:
+        """PDF page ``index`` (0-based) from its text layer when good, with its figures;
+        else None (OCR it)."""
         return await self._run(
-            f"reading the text of page {index + 1}", extract_text_page, path, index, dpi
+            f"reading the text of page {index + 1}", text_layer_page, path, index, dpi
+        )
+
+    async def searchable_pdf(
+        self, path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], dpi: int
+    ) -> bytes:
+        """The document's read pages with an invisible text layer (consumer/searchable.py)."""
+        # A page takes milliseconds; a long document gets time in proportion.
+        timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
+        return await self._run(
+            "making the searchable PDF",
+            searchable_document,
+            path,
+            media_type,
+            pages,
+            words,
+            dpi,
+            timeout_s=timeout_s,
         )

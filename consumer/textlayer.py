@@ -17,8 +17,11 @@ Heuristic for a "good" text layer (all must hold, else the page goes to the OCR 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pymupdf
 
+from ocrq.consumer.layout.structure import Frame, Rect, line_text, page_blocks, parse_page
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Block, Page
 
@@ -27,6 +30,9 @@ MIN_PRINTABLE = 0.95
 MIN_WORDLIKE = 0.5
 MAX_IMAGE_COVER = 0.5
 MIN_CHARS_OVER_IMAGE = 200
+# The layout's blocks must hold this share of the text layer's characters, else the page
+# keeps MuPDF's plain blocks: pymupdf4llm reads horizontal lines only.
+MIN_LAYOUT_SHARE = 0.8
 _TEXT_BLOCK = 0
 
 
@@ -57,44 +63,104 @@ def _image_cover(page: pymupdf.Page) -> float:
     return min(covered / page_area, 1.0)
 
 
-def _block(raw: tuple[float, ...], text: str, page: pymupdf.Page, zoom: float) -> Block:
-    # Extraction coordinates are in the unrotated page; results use the page as displayed.
-    box = (pymupdf.Rect(raw[:4]) * page.rotation_matrix) & page.rect
-    width, height = page.rect.width or 1.0, page.rect.height or 1.0
-    bbox = [box.x0 / width, box.y0 / height, box.x1 / width, box.y1 / height]
-    bbox_px = [round(v * zoom) for v in (box.x0, box.y0, box.x1, box.y1)]
-    return Block(label="text", text=text, bbox=[round(v, 4) for v in bbox], bbox_px=bbox_px)
-
-
 def extract_text_page(path: str, index: int, dpi: int) -> Page | None:
     """Page ``index`` (0-based) from its text layer when that layer is good, else None.
 
-    Blocks keep MuPDF's content-stream order, which follows the author's reading order
-    (a geometric sort would interleave columns).
+    Blocks come from the layout model (consumer/layout/structure.py) in its reading order,
+    with their labels, heading levels and table grids; figures carry no text until
+    consumer/layout/figures.crop_pdf_figures crops them.
     """
     try:
         with pymupdf.open(path, filetype="pdf") as doc:
-            return _page_from_text_layer(doc.load_page(index), dpi)
+            return _page_from_text_layer(doc, index, dpi)
     except Exception as e:  # MuPDF raises several unrelated types for damaged input
         message = f"the text of page {index + 1} cannot be read"
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
 
 
-def _page_from_text_layer(page: pymupdf.Page, dpi: int) -> Page | None:
+def _page_from_text_layer(doc: pymupdf.Document, index: int, dpi: int) -> Page | None:
+    page = doc.load_page(index)
     raw_blocks = [b for b in page.get_text("blocks") if b[6] == _TEXT_BLOCK]
     texts = [str(b[4]).strip() for b in raw_blocks]
     if not text_is_good("".join(texts), _image_cover(page)):
         return None
     zoom = dpi / 72.0
     size = (page.rect * pymupdf.Matrix(zoom, zoom)).irect
-    blocks = [
-        _block(raw, text, page, zoom) for raw, text in zip(raw_blocks, texts, strict=True) if text
-    ]
+    frame = Frame(
+        width_pt=float(page.rect.width),
+        height_pt=float(page.rect.height),
+        width_px=int(size.width),
+        height_px=int(size.height),
+    )
+    # Extraction coordinates are in the unrotated page; blocks use the page as displayed
+    # (as does the layout: parse_document removes the page's rotation).
+    shown = [pymupdf.Rect(b[:4]) * page.rotation_matrix for b in raw_blocks]
+    plain = [_text_block(r, t, frame) for r, t in zip(shown, texts, strict=True) if t]
+    layout = parse_page(doc, index)
+    blocks = page_blocks(layout, frame, LayerText(layout.fulltext))
+    if _chars(blocks) + _chars(_in_figures(plain, blocks)) < MIN_LAYOUT_SHARE * _chars(plain):
+        blocks = plain  # the layout missed text (vertical lines, say): keep the page's blocks
     return Page(
-        number=page.number + 1,
-        width=int(size.width),
-        height=int(size.height),
-        markdown="\n\n".join(block.text for block in blocks),
+        number=index + 1,
+        width=frame.width_px,
+        height=frame.height_px,
+        markdown="\n\n".join(block.text for block in blocks if block.text),
         blocks=blocks,
         source="text_layer",
     )
+
+
+def _text_block(rect: pymupdf.Rect, text: str, frame: Frame) -> Block:
+    bbox, bbox_px = frame.place((rect.x0, rect.y0, rect.x1, rect.y1))
+    return Block(label="text", text=text, bbox=bbox, bbox_px=bbox_px)
+
+
+def _in_figures(plain: list[Block], blocks: list[Block]) -> list[Block]:
+    """The plain blocks inside a figure (a chart's labels): the layout leaves them out."""
+    figures = [b.bbox for b in blocks if b.label == "figure"]
+    return [
+        block
+        for block in plain
+        if any(
+            f[0] <= (block.bbox[0] + block.bbox[2]) / 2 <= f[2]
+            and f[1] <= (block.bbox[1] + block.bbox[3]) / 2 <= f[3]
+            for f in figures
+        )
+    ]
+
+
+def _chars(blocks: list[Block]) -> int:
+    return sum(len("".join(block.text.split())) for block in blocks)
+
+
+class LayerText:
+    """Region text from the page's text layer (pymupdf4llm's lines and table extract)."""
+
+    def __init__(self, fulltext: list[dict[str, Any]]) -> None:
+        self._fulltext = fulltext
+
+    def lines(self, box: Any) -> list[str]:
+        """The box's lines; a formula's (which the layout leaves without) from the page."""
+        textlines = box.textlines
+        if textlines is None:
+            from pymupdf4llm.helpers.get_text_lines import get_raw_lines
+
+            clip = pymupdf.Rect(box.x0, box.y0, box.x1, box.y1)
+            raw = get_raw_lines(blocks=self._fulltext, clip=clip, ignore_invisible=False)
+            textlines = [{"bbox": bbox, "spans": spans} for bbox, spans in raw]
+        return [line_text(line["spans"]) for line in textlines]
+
+    def confidence(self, box: Any) -> float | None:
+        """A text layer has no confidence."""
+        return None
+
+    def cells(self, box: Any, grid: list[list[Rect]]) -> list[list[str]]:
+        """The cell texts pymupdf4llm extracted for the table's grid."""
+        extract = box.table.get("extract") or []
+        return [
+            [
+                str(extract[r][c] or "") if r < len(extract) and c < len(extract[r]) else ""
+                for c in range(len(row))
+            ]
+            for r, row in enumerate(grid)
+        ]

@@ -24,12 +24,20 @@ MIN_TILES, MAX_TILES = 2, 9
 CHARS_PER_TOKEN = 4
 MAX_LOOP_CHARS = 200_000  # a repetition loop long enough to look real, short enough to send
 
-# Block layout as fractions of the page: (label, x1, y1, x2, y2). The figure block reaches the
-# page's far corner so a client's coordinate scale (1000 vs 999) shows in its pixel boxes.
+# Block layout as fractions of the page, in reading order: (label, x1, y1, x2, y2). The
+# labels are DeepSeek-OCR's own (title, sub_title, text, table with its HTML, image and its
+# caption, header, page_number), so the engine's label mapping is exercised end to end. The
+# figure block reaches the page's far corner so a client's coordinate scale (1000 vs 999)
+# shows in its pixel boxes.
 LAYOUT: tuple[tuple[str, float, float, float, float], ...] = (
+    ("header", 0.06, 0.01, 0.60, 0.03),
+    ("page_number", 0.90, 0.01, 0.94, 0.03),
     ("title", 0.06, 0.04, 0.94, 0.09),
+    ("sub_title", 0.06, 0.095, 0.94, 0.115),
     ("text", 0.06, 0.12, 0.94, 0.30),
+    ("table", 0.06, 0.32, 0.94, 0.50),
     ("image", 0.0, 0.60, 1.0, 1.0),
+    ("image_caption", 0.06, 0.55, 0.94, 0.58),
 )
 
 
@@ -95,12 +103,22 @@ def box(fractions: tuple[float, float, float, float], coord_max: int) -> str:
 def page_text(image: DecodedImage, index: int, count: int, coord_max: int) -> str:
     """The grounding blocks the fake "reads" on one page; they name its size and digest."""
     bodies = {
+        "header": "fake vLLM\n",
+        "page_number": f"{index + 1}\n",
         "title": f"# Page {image.width}\u00d7{image.height}\n",
+        "sub_title": "## What the fake read\n",
         "text": (
             f"image {index + 1} of {count}: {image.width}x{image.height} px, "
             f"digest {image.digest}\n"
         ),
+        # HTML, as the models write tables; the spanning first row tests colspan handling.
+        "table": (
+            '<table><tr><td colspan="2">pixels</td></tr>'
+            f"<tr><td>width</td><td>{image.width}</td></tr>"
+            f"<tr><td>height</td><td>{image.height}</td></tr></table>\n"
+        ),
         "image": "",
+        "image_caption": f"<center>Figure {index + 1}: the page as an image</center>\n",
     }
     blocks = [
         f"<|ref|>{label}<|/ref|><|det|>{box((x1, y1, x2, y2), coord_max)}<|/det|>\n{bodies[label]}"

@@ -23,6 +23,7 @@ from ocrq.producer.batches.sweeper import batch_sweeper
 from ocrq.producer.events import EventHub
 from ocrq.producer.guard import host_guard
 from ocrq.producer.health import HEALTH_HANDLERS
+from ocrq.producer.jobs.files import FILE_HANDLERS
 from ocrq.producer.jobs.routes import JOB_HANDLERS
 from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
@@ -184,6 +185,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[
             *HEALTH_HANDLERS,
             *JOB_HANDLERS,
+            *FILE_HANDLERS,
             *BATCH_HANDLERS,
             batch_results,
             *LIVE_HANDLERS,

@@ -7,23 +7,26 @@ Each event's id names the state it carries: a client reconnecting with ``Last-Ev
 gets the current state again only when it differs, so nothing that still matters is missed.
 Listeners share the process's Redis pool and pub/sub connection: a listener costs no
 connection of its own.
+
+A job's stream with ``?pages=true`` also sends a ``page`` event (``{"number", "markdown",
+"blocks"}``) for each page once it is read: after the progress event that finished it,
+pages already read when the stream starts first; the terminal event comes after every page.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get
 from litestar.datastructures import State
-from litestar.params import FromPath
+from litestar.params import FromPath, Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from ocrq.producer.batches.views import batch_status, tenants_batch
-from ocrq.producer.jobs.routes import known_job
-from ocrq.producer.jobs.views import SUMMARY_FIELDS, job_summary, visible
+from ocrq.producer.jobs.views import SUMMARY_FIELDS, job_summary, known_job, visible
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field
@@ -44,13 +47,64 @@ class BatchEvent(Base):
 
 
 Snapshot = tuple[str, bytes, bool]  # (event id, JSON data, terminal)
+Extras = Callable[[], Awaitable[list[ServerSentEventMessage]]]  # events after a state
+WithPages = Annotated[
+    bool, Parameter(description="also a `page` event per page, with its Markdown and blocks")
+]
+
+
+class PageEvent(msgspec.Struct):
+    """What a ``page`` event carries of a kept page (its blocks passed through as stored)."""
+
+    number: int
+    markdown: str | None = None
+    blocks: msgspec.Raw = msgspec.Raw(b"[]")
+
+
+class PageFeed:
+    """The pages of one job not yet sent on one stream, read when the job has moved."""
+
+    def __init__(self, rt: Runtime, job_id: str) -> None:
+        self.rt, self.job_id = rt, job_id
+        self.sent: set[int] = set()
+        self._decoder = msgspec.json.Decoder(PageEvent)
+
+    async def new_events(self) -> list[ServerSentEventMessage]:
+        """A ``page`` event for each page kept since the last call, in page order."""
+        kept = await self.rt.flights.read(
+            f"pages:{self.job_id}", lambda: self.rt.store.finished_pages(self.job_id)
+        )
+        numbers = sorted(set(kept) - self.sent)
+        events = []
+        for number, data in zip(
+            numbers, await self.rt.store.read_pages(self.job_id, numbers), strict=True
+        ):
+            if data is None:  # deleted meanwhile: the job's own event says so
+                continue
+            page = self._decoder.decode(data)
+            events.append(
+                ServerSentEventMessage(data=msgspec.json.encode(page).decode(), event="page")
+            )
+            self.sent.add(number)
+        return events
+
+
+async def no_extras() -> list[ServerSentEventMessage]:
+    """No events besides the state's."""
+    return []
 
 
 async def stream(
-    rt: Runtime, key: str, kind: str, read: Callable[[], Awaitable[Snapshot]], last_id: str
+    rt: Runtime,
+    key: str,
+    kind: str,
+    read: Callable[[], Awaitable[Snapshot]],
+    last_id: str,
+    extras: Extras = no_extras,
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Current state, then each change, heartbeats between, until a terminal state (or a
-    last ``deleted`` event: a stream ends whole, never cut off by an error)."""
+    last ``deleted`` event: a stream ends whole, never cut off by an error). ``extras``
+    gives the events that follow a state (a terminal state comes after them)."""
     with rt.events.watch(key) as changed:
         while True:
             try:
@@ -61,11 +115,17 @@ async def stream(
                 gone = msgspec.json.encode({"id": key, "status": "deleted"}).decode()
                 yield ServerSentEventMessage(data=gone, event=kind, id="deleted")
                 return
+            more = await extras()
+            if terminal:
+                for event in more:
+                    yield event
             if event_id != last_id:
                 yield ServerSentEventMessage(data=data.decode(), event=kind, id=event_id)
                 last_id = event_id
             if terminal:
                 return
+            for event in more:
+                yield event
             try:
                 await asyncio.wait_for(changed.wait(), HEARTBEAT_S)
             except TimeoutError:
@@ -77,9 +137,9 @@ async def stream(
 
 @get("/v1/jobs/{job_id:str}/events", summary="A job's progress as Server-Sent Events")
 async def job_events(
-    request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
+    request: Request[Any, Any, Any], state: State, job_id: FromPath[str], pages: WithPages = False
 ) -> ServerSentEvent:
-    """Status and pages of one job, live, until it ends."""
+    """Status and pages of one job, live, until it ends; ``pages=true``: each page read."""
     rt, tenant = caller(request, state)
 
     async def read() -> Snapshot:
@@ -93,7 +153,8 @@ async def job_events(
 
     await read()  # a job that is not there (or not the tenant's) is a 404, not a stream
     last = request.headers.get("last-event-id", "")
-    return ServerSentEvent(stream(rt, job_id, "job", read, last))
+    extras = PageFeed(rt, job_id).new_events if pages else no_extras
+    return ServerSentEvent(stream(rt, job_id, "job", read, last, extras))
 
 
 @get("/v1/batches/{batch_id:str}/events", summary="A batch's progress as Server-Sent Events")

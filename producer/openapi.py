@@ -18,6 +18,9 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 from litestar.static_files import create_static_files_router
 
+from ocrq.producer.batches.members import FORMATS_PATTERN
+from ocrq.producer.jobs.files import IMAGE_NAME, TABLE_NAME
+from ocrq.producer.jobs.outputs import FORMATS
 from ocrq.shared.errors import HTTP_STATUS, ErrorCode
 from ocrq.shared.profiles import PROFILES
 from ocrq.shared.schemas import ErrorBody, JobOptions, SubmitBody
@@ -32,10 +35,13 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/v1/jobs"): (400, 401, 408, 413, 415, 429, 503),
     ("get", "/v1/jobs"): (400, 401, 503),
     ("get", "/v1/jobs/{job_id}"): (400, 401, 404, 503),
-    ("get", "/v1/jobs/{job_id}/result"): (401, 404, 409, 503),
+    ("get", "/v1/jobs/{job_id}/result"): (400, 401, 404, 406, 409, 503),
+    ("get", "/v1/jobs/{job_id}/tables/{name}"): (400, 401, 404, 409, 503),
+    ("get", "/v1/jobs/{job_id}/images/{name}"): (400, 401, 404, 503),
+    ("get", "/v1/jobs/{job_id}/pages/{number}"): (400, 401, 404, 409, 503),
     ("post", "/v1/jobs/{job_id}/cancel"): (401, 404, 409, 503),
     ("delete", "/v1/jobs/{job_id}"): (401, 404, 503),
-    ("get", "/v1/jobs/{job_id}/events"): (401, 404, 503),
+    ("get", "/v1/jobs/{job_id}/events"): (400, 401, 404, 503),
     ("post", "/v1/batches"): (400, 401, 408, 413, 415, 429, 503),
     ("get", "/v1/batches/{batch_id}"): (400, 401, 404, 503),
     ("get", "/v1/batches/{batch_id}/results"): (400, 401, 404, 503),
@@ -130,18 +136,92 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
     ] + batches.get("parameters", [])
     for parameter in batches["parameters"]:
         parameter["schema"] = limits.get(parameter["name"], parameter["schema"])
-    for route in ("/v1/jobs", "/v1/batches"):
-        accepted = paths[route]["post"]["responses"]
-        accepted["200"] = {**accepted["202"], "description": "an Idempotency-Key replayed"}
-    markdown = {"schema": {"type": "string"}}
-    paths["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]["content"]["text/markdown"] = (
-        markdown
-    )
+    accepted = paths["/v1/batches"]["post"]["responses"]
+    accepted["200"] = {**accepted["202"], "description": "an Idempotency-Key replayed"}
+    document_prefer_wait(submit, settings)
+    document_outputs(paths)
     if settings.api.api_keys:
         components["securitySchemes"] = {
             "bearer": {"type": "http", "scheme": "bearer"},
             "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
         }
+
+
+def document_prefer_wait(submit: dict[str, Any], settings: Settings) -> None:
+    """POST /v1/jobs: the ``Prefer: wait=N`` header and the 200 that carries the job's view."""
+    submit["parameters"].append(
+        {
+            "name": "Prefer",
+            "in": "header",
+            "description": f"RFC 7240; `wait=N` (N at most {settings.api.max_wait_s}, "
+            "OCRQ_MAX_WAIT_S; more is cut to it): answer 200 with the job's view, result "
+            "included, when it ends within N seconds, else the usual 202",
+            "schema": {"type": "string", "maxLength": 1000},
+        }
+    )
+    responses = submit["responses"]
+    responses["202"]["content"]["application/json"]["schema"] = ref("Accepted")
+    applied = {
+        "description": "`wait=N` when the job ended within the wait (the body is its view)",
+        "schema": {"type": "string"},
+    }
+    responses["200"] = {
+        "description": "the job ended within `Prefer: wait` (JobView), or an Idempotency-Key "
+        "replayed (Accepted, or JobView when it ended within the wait)",
+        "headers": {"Preference-Applied": applied},
+        "content": {"application/json": {"schema": {"anyOf": [ref("JobView"), ref("Accepted")]}}},
+    }
+
+
+def document_outputs(paths: dict[str, Any]) -> None:
+    """The result's formats, and the routes of a job's tables, figures and pages."""
+    result = paths["/v1/jobs/{job_id}/result"]["get"]
+    text = {"schema": {"type": "string"}}
+    content: dict[str, Any] = {media: text for media in FORMATS.values()}
+    content["application/json"] = {"schema": ref("Result")}
+    content["application/pdf"] = {"schema": {"type": "string", "format": "binary"}}
+    disposition = {"schema": {"type": "string"}, "description": "pdf: named after the input"}
+    result["responses"]["200"] = {
+        "description": "the result in the format asked (format= wins over Accept; JSON "
+        "by default); docs/results.md",
+        "headers": {"Content-Disposition": disposition},
+        "content": content,
+    }
+    for parameter in result["parameters"]:
+        if parameter["name"] == "format":
+            parameter["schema"] = {"type": "string", "enum": list(FORMATS)}
+    files = {
+        "/v1/jobs/{job_id}/tables/{name}": ("text/csv", TABLE_NAME.pattern, "the table as CSV"),
+        "/v1/jobs/{job_id}/images/{name}": ("image/png", IMAGE_NAME.pattern, "the figure"),
+    }
+    for path, (media, pattern, description) in files.items():
+        operation = paths[path]["get"]
+        schema = (
+            {"type": "string"} if media == "text/csv" else {"type": "string", "format": "binary"}
+        )
+        operation["responses"]["200"] = {
+            "description": description,
+            "content": {media: {"schema": schema}},
+        }
+        for parameter in operation["parameters"]:
+            if parameter["name"] == "name":
+                parameter["schema"] = {"type": "string", "pattern": f"^{pattern}$"}
+    for parameter in paths["/v1/batches/{batch_id}/results"]["get"]["parameters"]:
+        if parameter["name"] == "formats":
+            parameter["schema"] = {"type": "string", "pattern": FORMATS_PATTERN}
+    page = paths["/v1/jobs/{job_id}/pages/{number}"]["get"]
+    page["responses"]["200"] = {
+        "description": "the page, as soon as it is read",
+        "content": {"application/json": {"schema": ref("Page")}},
+    }
+    for parameter in page["parameters"]:
+        if parameter["name"] == "number":
+            parameter["schema"] = {"type": "integer", "minimum": 1}
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to a component schema."""
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def error_response(status: int) -> dict[str, Any]:
@@ -153,7 +233,7 @@ def error_response(status: int) -> dict[str, Any]:
         "description": " | ".join(codes),
         "content": {"application/json": {"schema": ERROR_REF}},
     }
-    if status in (429, 503):
+    if status in (409, 429, 503):  # 409: a job (or its page) not ready yet
         response["headers"] = RETRY_AFTER
     return response
 

@@ -14,6 +14,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
+    NOT_ACCEPTABLE = "not_acceptable"  # a result format the job cannot give
     REQUEST_TIMEOUT = "request_timeout"
     CONFLICT = "conflict"
     PAYLOAD_TOO_LARGE = "payload_too_large"
@@ -39,6 +40,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
+    ErrorCode.NOT_ACCEPTABLE: 406,
     ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.CONFLICT: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,

@@ -32,6 +32,7 @@ SCRIPT_NAMES = (
     "batch_open",
     "batch_seal",
     "webhook_state",
+    "save_files",
 )
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 
@@ -118,6 +119,14 @@ class Keys:
     def job(self, job_id: str) -> str:
         """The job hash."""
         return f"{self._in(tag_of(job_id))}job:{job_id}"
+
+    def job_pages(self, job_id: str) -> str:
+        """The job's finished pages as they come: page number → Page JSON (a hash)."""
+        return f"{self.job(job_id)}:pages"
+
+    def job_files(self, job_id: str) -> str:
+        """The job's files: figure crops ("images/p1-1.png"), "searchable.pdf" (a hash)."""
+        return f"{self.job(job_id)}:files"
 
     def stream(self, lane: str, tag: str = DEFAULT_TAG) -> str:
         """The lane's stream in one partition; one entry per job."""

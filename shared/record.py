@@ -113,6 +113,7 @@ class JobEvent(msgspec.Struct):
     id: str
     status: str
     pages_done: int = 0
+    pages: list[int] = msgspec.field(default_factory=list)  # page numbers just finished
 
 
 def error_json(code: ErrorCode, message: str) -> bytes:

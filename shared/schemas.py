@@ -36,6 +36,15 @@ TERMINAL: frozenset[Status] = frozenset({Status.DONE, Status.FAILED, Status.CANC
 ACTIVE: frozenset[Status] = frozenset(set(Status) - TERMINAL)
 
 Lane = Literal["interactive", "batch"]
+# "1-3,7": pages (1-based, inclusive ranges) to render, read and count; shared/page_ranges.py.
+PageRanges = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^ *[0-9]{1,5}( *- *[0-9]{1,5})?( *, *[0-9]{1,5}( *- *[0-9]{1,5})?){0,63} *$",
+        max_length=400,
+        description='pages to read, e.g. "1-3,7" (1-based, inclusive); all when absent',
+    ),
+]
 TextLayer = Literal["auto", "off"]
 Languages = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{3,12}(\+[a-z_]{3,12}){0,7}$")]
 
@@ -55,6 +64,14 @@ class JobOptions(Inbound):
     languages: Languages | None = None
     # Where to POST a signed summary once the job (or, for a batch, every job) has ended.
     callback_url: Annotated[str, msgspec.Meta(max_length=2000)] | None = None
+    pages: PageRanges | None = None
+    # Page headers, footers and page numbers stay in the blocks; the body Markdown, HTML,
+    # text and chunks leave them out unless this is true.
+    keep_headers_footers: bool = False
+    # Keep a searchable PDF of the document (its pages with an invisible text layer):
+    # GET /v1/jobs/{id}/result?format=pdf. Off by default: it stores about the document's
+    # size again with the result.
+    searchable_pdf: bool = False
 
 
 class SubmitBody(Inbound):
@@ -80,14 +97,60 @@ class Accepted(Base):
     created_at: str
 
 
+# The block vocabulary every engine maps into (docs/results.md): reading order is list order.
+BLOCK_LABELS: tuple[str, ...] = (
+    "title",
+    "heading",
+    "text",
+    "list_item",
+    "table",
+    "figure",
+    "caption",
+    "formula",
+    "page_header",
+    "page_footer",
+    "page_number",
+)
+# Page furniture: kept in the JSON, left out of the body unless keep_headers_footers.
+FURNITURE: frozenset[str] = frozenset({"page_header", "page_footer", "page_number"})
+
+
+class Cell(Base):
+    """One table cell: its grid position (0-based), spans, text and box (0..1 of the page)."""
+
+    row: int
+    col: int
+    row_span: int = 1
+    col_span: int = 1
+    text: str = ""
+    bbox: list[float] = msgspec.field(default_factory=list)
+    header: bool = False  # a header cell (<th>)
+
+
+class Table(Base):
+    """A table block's grid: its cells in row order and the same table as HTML."""
+
+    rows: int
+    cols: int
+    cells: list[Cell] = msgspec.field(default_factory=list)
+    html: str = ""
+
+
 class Block(Base):
-    """One block of a page: bbox normalised to 0..1 of the page, bbox_px in page pixels."""
+    """One block of a page: bbox normalised to 0..1 of the page, bbox_px in page pixels.
+
+    ``label`` is one of BLOCK_LABELS; ``text`` is the block's text (a table's as Markdown,
+    a figure's as its image link); ``level`` is a heading's level (1 for the title).
+    """
 
     label: str
     text: str
     bbox: list[float] = msgspec.field(default_factory=list)
     bbox_px: list[int] = msgspec.field(default_factory=list)
     confidence: float | None = None
+    level: int | None = None
+    table: Table | None = None
+    image: str | None = None  # a figure's file: GET /v1/jobs/{id}/images/{image}
 
 
 class Page(Base):
@@ -155,6 +218,8 @@ class Result(Base):
     pages: list[Page] = msgspec.field(default_factory=list)
     segments: list[Segment] = msgspec.field(default_factory=list)
     doubtful_pages: int = 0  # pages that carry a warning: read them before trusting them
+    images: list[str] = msgspec.field(default_factory=list)  # figure files, as Block.image
+    searchable_pdf: bool = False  # a searchable PDF is kept: ?format=pdf
     engine: EngineInfo | None = None
     timings: Timings = msgspec.field(default_factory=Timings)
     usage: Usage = msgspec.field(default_factory=Usage)

@@ -160,6 +160,7 @@ class JobStore:
         batch = text(await self.redis.hget(self.keys.job(job_id), Field.BATCH) or b"")
         index = self.keys.tenant_jobs(tenant, tag_of(job_id))
         keys = [self.keys.job(job_id), index, *self._ends(job_id, batch, tenant)]
+        keys += [self.keys.job_pages(job_id), self.keys.job_files(job_id)]
         return text(await self._run("cancel", keys, argv))
 
     def _ends(self, job_id: str, batch: str, tenant: str) -> list[str]:
@@ -219,10 +220,44 @@ class JobStore:
         argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms()]
         return text(await self._run("claim", keys, argv))
 
-    async def progress(self, job_id: str, me: str, done: int, total: int) -> bool:
-        """Advance pages_done; False when this worker no longer owns the job."""
-        argv: list[ScriptArg] = [me, done, total, self.keys.events, job_id]
-        return text(await self._run("progress", [self.keys.job(job_id)], argv)) == "ok"
+    async def progress(
+        self, job_id: str, me: str, done: int, total: int, pages: Mapping[int, bytes] | None = None
+    ) -> bool:
+        """Advance pages_done and keep the pages just finished (number → Page JSON);
+        False when this worker no longer owns the job."""
+        ttl = self.settings.api.result_ttl_s
+        argv: list[ScriptArg] = [me, done, total, self.keys.events, job_id, ttl]
+        for number, page_json in sorted((pages or {}).items()):
+            argv += [number, page_json]
+        keys = [self.keys.job(job_id), self.keys.job_pages(job_id)]
+        return text(await self._run("progress", keys, argv)) == "ok"
+
+    async def save_files(self, job_id: str, me: str, files: Mapping[str, bytes]) -> bool:
+        """Keep the job's files (figures, searchable PDF) while this worker owns it."""
+        if not files:
+            return True
+        argv: list[ScriptArg] = [me, self.settings.api.result_ttl_s]
+        for name, data in sorted(files.items()):
+            argv += [name, data]
+        keys = [self.keys.job(job_id), self.keys.job_files(job_id)]
+        return text(await self._run("save_files", keys, argv)) == "ok"
+
+    async def read_pages(self, job_id: str, numbers: Sequence[int]) -> list[bytes | None]:
+        """The finished pages' JSON, None for a page not (or no longer) kept."""
+        if not numbers:
+            return []
+        values: Any = await self.redis.hmget(self.keys.job_pages(job_id), [str(n) for n in numbers])
+        return list(values)
+
+    async def finished_pages(self, job_id: str) -> list[int]:
+        """The numbers of the pages kept so far (read_pages has them), in no set order."""
+        names: list[bytes | str] = await self.redis.hkeys(self.keys.job_pages(job_id))
+        return [int(name) for name in names]
+
+    async def read_file(self, job_id: str, name: str) -> bytes | None:
+        """One of the job's files ("images/p1-1.png", "searchable.pdf"), None when absent."""
+        value: Any = await self.redis.hget(self.keys.job_files(job_id), name)
+        return None if value is None else bytes(value)
 
     async def finish(
         self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome, batch: str = ""
@@ -230,6 +265,7 @@ class JobStore:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
         ends = self._ends(job_id, batch, await self._tenant(job_id))
         keys = [self.keys.job(job_id), self._stream(job_id, lane), *ends]
+        keys += [self.keys.job_pages(job_id), self.keys.job_files(job_id)]
         argv: list[ScriptArg] = [
             me,
             entry,

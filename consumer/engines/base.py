@@ -20,6 +20,17 @@ class PageImage(msgspec.Struct, frozen=True, kw_only=True):
     rotation: int = 0  # degrees the rendering was turned (counter-clockwise) to stand upright
 
 
+class Word(msgspec.Struct, frozen=True, kw_only=True):
+    """A recognised word (or a line, where the engine gives no words) and its box.
+
+    The box is in pixels of the page as recognised (upright, ``Page.width`` by ``height``);
+    the searchable PDF places its invisible text there. Not part of the Result.
+    """
+
+    text: str
+    box: tuple[float, float, float, float]
+
+
 class EngineOutput(msgspec.Struct, kw_only=True):
     """What an engine made of one page group (the pages of one engine request).
 
@@ -31,6 +42,7 @@ class EngineOutput(msgspec.Struct, kw_only=True):
     pages: list[Page]
     segments: list[Segment] = msgspec.field(default_factory=list)
     usage: Usage = msgspec.field(default_factory=Usage)
+    words: dict[int, list[Word]] = msgspec.field(default_factory=dict)  # page number → words
 
 
 class Engine(Protocol):

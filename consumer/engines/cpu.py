@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from ocrq.consumer.engines.base import EngineOutput, PageImage
+from ocrq.consumer.engines.base import EngineOutput, PageImage, Word
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Block, Page, Usage
@@ -86,7 +86,7 @@ class CpuEngine:
         )
 
     def page_call(self, page: PageImage, languages: str | None) -> Call:
-        """The picklable function and arguments that read one page in a worker process."""
+        """The picklable call that reads one page in a worker process: (Page, [Word])."""
         raise NotImplementedError
 
     def ready_call(self) -> Call:
@@ -102,9 +102,19 @@ class CpuEngine:
     async def recognise(
         self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
     ) -> EngineOutput:
-        """OCR each page in the pool, in parallel up to the pool size; no profiles here."""
-        results: list[Page] = await self._run([self.page_call(p, languages) for p in pages])
-        return EngineOutput(pages=results, usage=Usage(requests=len(pages)))
+        """OCR each page in the pool, in parallel up to the pool size; no profiles here.
+
+        A page call answers (Page, words): the words go with the output for the searchable
+        PDF, keyed by page number.
+        """
+        results: list[tuple[Page, list[Word]]] = await self._run(
+            [self.page_call(p, languages) for p in pages]
+        )
+        return EngineOutput(
+            pages=[page for page, _ in results],
+            usage=Usage(requests=len(pages)),
+            words={page.number: words for page, words in results},
+        )
 
     async def _run(self, calls: list[Call]) -> list[Any]:
         """Run calls in the pool, each under the timeout; map failures to catalogue codes."""

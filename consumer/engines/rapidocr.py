@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.engines.cpu import Call, CpuEngine, text_block, usable_cores
+from ocrq.consumer.layout.scanned import scanned_blocks
+from ocrq.consumer.layout.words import ReadWord
 from ocrq.consumer.reading_order import Box, order_lines, to_markdown
 from ocrq.shared.lifeline import die_with_parent
 from ocrq.shared.schemas import Page
@@ -63,6 +65,15 @@ def worker_ready() -> bool:
 
 def ocr_page(path: str, number: int, width: int, height: int) -> Page:
     """OCR one page image in a worker process into a Page with blocks and Markdown."""
+    return read_page(path, number, width, height)[0]
+
+
+def read_page(path: str, number: int, width: int, height: int) -> tuple[Page, list[Word]]:
+    """OCR one page image in a worker process: the page (structured blocks) and its lines.
+
+    RapidOCR gives lines, not words: the lines stand in for words (the invisible-text page,
+    the searchable PDF). Should the layout model fail, the page keeps the lines as blocks.
+    """
     if _ocr is None:
         raise RuntimeError("OCR worker not initialised")
     try:
@@ -77,19 +88,19 @@ def ocr_page(path: str, number: int, width: int, height: int) -> Page:
         if str(text).strip()
     ]
     paragraphs = order_lines(boxes)
-    blocks = [
-        text_block((leaf.x0, leaf.y0, leaf.x1, leaf.y1), leaf.text, leaf.confidence, width, height)
-        for paragraph in paragraphs
-        for line in paragraph
-        for leaf in line.leaves
+    leaves = [leaf for paragraph in paragraphs for line in paragraph for leaf in line.leaves]
+    words = [
+        ReadWord(leaf.text, (leaf.x0, leaf.y0, leaf.x1, leaf.y1), leaf.confidence, i)
+        for i, leaf in enumerate(leaves)
     ]
-    return Page(
-        number=number,
-        width=width,
-        height=height,
-        markdown=to_markdown(paragraphs),
-        blocks=blocks,
-    )
+    try:
+        blocks = scanned_blocks(path, width, height, words)
+        markdown = "\n\n".join(b.text for b in blocks if b.text)
+    except Exception:  # the layout model failed on this page: plain lines, not nothing
+        blocks = [text_block(w.box, w.text, w.confidence, width, height) for w in words]
+        markdown = to_markdown(paragraphs)
+    page = Page(number=number, width=width, height=height, markdown=markdown, blocks=blocks)
+    return page, [Word(text=w.text, box=w.box) for w in words]
 
 
 def _box(quad: list[list[float]], text: str, score: float) -> Box:
@@ -116,7 +127,7 @@ class RapidOcrEngine(CpuEngine):
 
     def page_call(self, page: PageImage, languages: str | None) -> Call:
         """Read one page; RapidOCR's models take no language choice."""
-        return ocr_page, (page.path, page.number, page.width, page.height)
+        return read_page, (page.path, page.number, page.width, page.height)
 
     def ready_call(self) -> Call:
         """Answers True once a worker has loaded its models."""

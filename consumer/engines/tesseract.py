@@ -21,8 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.engines.cpu import Call, CpuEngine, text_block, usable_cores
+from ocrq.consumer.layout.scanned import scanned_blocks
+from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.lifeline import die_with_parent
 from ocrq.shared.schemas import Block, Page
 from ocrq.shared.settings import Settings
@@ -103,6 +105,17 @@ def _api_for(languages: str) -> Any:
 
 def ocr_page(path: str, number: int, width: int, height: int, languages: str) -> Page:
     """Read one page image in a worker process: blocks, Markdown, confidence, script."""
+    return read_page(path, number, width, height, languages)[0]
+
+
+def read_page(
+    path: str, number: int, width: int, height: int, languages: str
+) -> tuple[Page, list[Word]]:
+    """Read one page image in a worker process: the page (structured blocks) and its words.
+
+    The layout model (consumer/layout/scanned.py) gives the blocks their labels and tables;
+    should it fail, the page keeps Tesseract's paragraphs as text blocks.
+    """
     if _osd is None:
         raise RuntimeError("OCR worker not initialised")
     try:
@@ -110,20 +123,71 @@ def ocr_page(path: str, number: int, width: int, height: int, languages: str) ->
         api = _api_for(SCRIPT_LANGUAGES.get(script or "", languages))
         api.SetImageFile(path)
         api.Recognize()
-        blocks = paragraph_blocks(api, width, height)
-        confidence = round(api.MeanTextConf() / 100, 4) if blocks else None
+        words = read_words(api)
+        confidence = round(api.MeanTextConf() / 100, 4) if words else None
+        try:
+            blocks = scanned_blocks(path, width, height, words)
+        except Exception:  # the layout model failed on this page: plain paragraphs, not none
+            blocks = paragraph_blocks(api, width, height)
     except Exception as e:
         # Plain RuntimeError: the library's own exceptions need not pickle back to the parent.
         raise RuntimeError(f"page {number}: {type(e).__name__}: {e}") from e
-    return Page(
+    page = Page(
         number=number,
         width=width,
         height=height,
-        markdown="\n\n".join(b.text for b in blocks),
+        markdown="\n\n".join(b.text for b in blocks if b.text),
         blocks=blocks,
-        confidence=confidence,
+        confidence=confidence if blocks else None,
         scripts=[script] if script else [],
     )
+    return page, [Word(text=w.text, box=w.box) for w in words]
+
+
+def read_words(api: Any) -> list[ReadWord]:
+    """Tesseract's words in its reading order, each with its box, confidence and line."""
+    from tesserocr import RIL
+
+    iterator = api.GetIterator()
+    if iterator is None:  # nothing on the page
+        return []
+    words: list[ReadWord] = []
+    line, size, baseline = -1, 0.0, 0.0
+    iterator.Begin()
+    while True:
+        if iterator.IsAtBeginningOf(RIL.TEXTLINE):
+            line += 1
+            size, baseline = _line_metrics(iterator)
+        try:
+            text = (iterator.GetUTF8Text(RIL.WORD) or "").strip()
+        except RuntimeError:  # "No text returned": an empty element
+            text = ""
+        box = iterator.BoundingBox(RIL.WORD)
+        if text and box:
+            confidence = iterator.Confidence(RIL.WORD) / 100
+            words.append(ReadWord(text, _rect(box), confidence, line, size, baseline))
+        if not iterator.Next(RIL.WORD):
+            return words
+
+
+def _rect(box: tuple[int, int, int, int]) -> tuple[float, float, float, float]:
+    return (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+
+
+def _line_metrics(iterator: Any) -> tuple[float, float]:
+    """The current line's font size (its row height) and baseline (mean y), 0 when unknown.
+
+    Measured on a 200 DPI scan: the row height keeps a heading's size over the body's (1.27
+    for 14 over 10.5 pt), where the box of a line without descenders shrinks (1.07).
+    """
+    from tesserocr import RIL
+
+    try:
+        row = iterator.RowAttributes()
+        (_, y0), (_, y1) = iterator.Baseline(RIL.TEXTLINE)
+    except (RuntimeError, TypeError, ValueError):
+        return 0.0, 0.0
+    return float(row.get("row_height", 0.0)), (float(y0) + float(y1)) / 2
 
 
 def paragraph_blocks(api: Any, width: int, height: int) -> list[Block]:
@@ -174,7 +238,7 @@ class TesseractEngine(CpuEngine):
     def page_call(self, page: PageImage, languages: str | None) -> Call:
         """Read one page with the job's languages, else the worker's."""
         languages = languages or self._languages
-        return ocr_page, (page.path, page.number, page.width, page.height, languages)
+        return read_page, (page.path, page.number, page.width, page.height, languages)
 
     def ready_call(self) -> Call:
         """Answers True once a worker has loaded its models."""

@@ -10,7 +10,18 @@ import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ocrq.cli.reports import FileReport, job_options, output_paths, print_summary, result_text
+from ocrq.cli.reports import (
+    IN_VIEW,
+    OUTPUT_SUFFIXES,
+    TEXT_FORMATS,
+    FileReport,
+    job_options,
+    output_format,
+    output_paths,
+    print_summary,
+    result_text,
+    write_result,
+)
 from ocrq.client import ApiError, Client
 from ocrq.shared.schemas import BatchAccepted, Result
 
@@ -70,13 +81,23 @@ def save_results(
         result = msgspec.convert(row["result"], Result)
         report.pages = result.page_count
         if outputs is not None:
-            outputs[i].parent.mkdir(parents=True, exist_ok=True)
-            outputs[i].write_text(result_text(result, fmt), "utf-8")
+            if fmt in IN_VIEW:
+                write_result(outputs[i], result_text(result, fmt))
+            else:
+                write_result(outputs[i], fetch_output(client, row["id"], fmt))
+
+
+def fetch_output(client: Client, job_id: str, fmt: str) -> str | bytes:
+    """A done job's result in a format its view does not hold (one more request)."""
+    if fmt == "pdf":
+        return client.result(job_id, format="pdf")
+    return client.result(job_id, format=TEXT_FORMATS[fmt])
 
 
 def run_batch(args: argparse.Namespace, files: list[Path]) -> int:
     """Submit the files (or a ZIP) as one batch; with --wait/--out, follow and save it."""
     options = {**job_options(args), "lane": None}
+    fmt = output_format(args.format)
     with Client(args.url, args.api_key, timeout=args.timeout) as client:
         try:
             answer = client.submit_batch(files, **options)
@@ -89,8 +110,8 @@ def run_batch(args: argparse.Namespace, files: list[Path]) -> int:
             outputs = None
             if args.out is not None:
                 paths = [r.path for r in reports]
-                outputs = output_paths(paths, Path(args.out), f".{args.format}")
-            save_results(client, answer.id, reports, outputs, args.format)
+                outputs = output_paths(paths, Path(args.out), OUTPUT_SUFFIXES[fmt])
+            save_results(client, answer.id, reports, outputs, fmt)
     print(f"batch {answer.id}: {len(answer.accepted)} accepted, {len(answer.rejected)} refused")
     print_summary(reports)
     return 0 if all(r.ok for r in reports) else 1

@@ -13,7 +13,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from ocrq.cli.reports import result_text
+from ocrq.cli.reports import FORMAT_CHOICES, TEXT_FORMATS, output_format, result_text
 from ocrq.cli.submit import complain, run_submit
 from ocrq.client import DEFAULT_URL, ApiError, Client, WaitTimeout
 from ocrq.shared.profiles import PROFILES
@@ -68,21 +68,35 @@ def run_wait(args: argparse.Namespace) -> int:
 
 
 def run_result(args: argparse.Namespace) -> int:
-    """`ocrq result JOB`: Markdown (default) or JSON, to stdout or --out."""
+    """`ocrq result JOB`: Markdown (default), JSON, HTML, text, chunks or the searchable PDF,
+    to stdout or --out."""
+    fmt = output_format(args.format)
     with Client(args.url, args.api_key) as client:
         try:
-            if args.format == "md":
-                text = client.markdown(args.job)
-                text = text if text.endswith("\n") else text + "\n"
-            else:
-                text = result_text(client.result(args.job), "json")
+            content = fetch_result(client, args.job, fmt)
         except ApiError as e:
             return complain("result", str(e), 1)
-    if args.out is None:
-        sys.stdout.write(text)
+    data = content if isinstance(content, bytes) else content.encode()
+    if args.out is not None:
+        Path(args.out).write_bytes(data)
+    elif fmt == "pdf" and sys.stdout.isatty():
+        return complain("result", "a PDF is not for a terminal: --out FILE, or a pipe", 2)
     else:
-        Path(args.out).write_text(text, encoding="utf-8")
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
     return 0
+
+
+def fetch_result(client: Client, job: str, fmt: str) -> str | bytes:
+    """The job's result in ``fmt`` as `ocrq result` writes it."""
+    if fmt == "markdown":
+        text = client.markdown(job)
+        return text if text.endswith("\n") else text + "\n"
+    if fmt == "json":
+        return result_text(client.result(job), "json")
+    if fmt == "pdf":
+        return client.result(job, format="pdf")
+    return client.result(job, format=TEXT_FORMATS[fmt])
 
 
 def run_cancel(args: argparse.Namespace) -> int:
@@ -176,7 +190,21 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write each result here, mirroring the input folders (implies --wait)",
     )
-    p.add_argument("--format", choices=("md", "json"), default="md", help="result format")
+    p.add_argument(
+        "--format",
+        choices=FORMAT_CHOICES,
+        default="markdown",
+        help="result format written by --out (md: markdown; pdf: a searchable PDF, which "
+        "the job then keeps)",
+    )
+    p.add_argument(
+        "--pages", metavar="RANGES", help='pages to read, e.g. "1-3,7" (server: every page)'
+    )
+    p.add_argument(
+        "--keep-headers-footers",
+        action="store_true",
+        help="keep page headers, footers and numbers in the body (they stay in the JSON)",
+    )
     p.add_argument(
         "--batch-size", type=int, help="pages per engine request (a page group), 1-16 (server: 1)"
     )
@@ -221,7 +249,9 @@ def add_job_parsers(commands: Any, parent: argparse.ArgumentParser) -> None:
         "result", parents=[parent], formatter_class=Defaults, help="print a job's result"
     )
     result.add_argument("job", metavar="JOB")
-    result.add_argument("--format", choices=("md", "json"), default="md", help="result format")
+    result.add_argument(
+        "--format", choices=FORMAT_CHOICES, default="markdown", help="result format (md: markdown)"
+    )
     result.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     cancel = commands.add_parser(
         "cancel",

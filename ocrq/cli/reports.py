@@ -15,9 +15,29 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from ocrq.client.calls import TextFormat
 from ocrq.shared.schemas import Result
 
 SUMMARY_COLUMNS = ("file", "job_id", "status", "pages", "seconds", "error")
+# The result formats a file can be written in, and the suffix of each ("md": markdown).
+OUTPUT_SUFFIXES: dict[str, str] = {
+    "markdown": ".md",
+    "json": ".json",
+    "html": ".html",
+    "text": ".txt",
+    "chunks": ".chunks.jsonl",
+    "pdf": ".pdf",
+}
+FORMAT_CHOICES = (*OUTPUT_SUFFIXES, "md")
+# Formats the job's view already holds (its Result); the others are one more request.
+IN_VIEW = frozenset({"markdown", "json"})
+TEXT_FORMATS: dict[str, TextFormat] = {
+    "json": "json",
+    "markdown": "markdown",
+    "html": "html",
+    "text": "text",
+    "chunks": "chunks",
+}
 
 
 @dataclass
@@ -58,6 +78,11 @@ def output_paths(files: Sequence[Path], out: Path, suffix: str) -> list[Path]:
     return [out / r.parent.relative_to(root) / n for r, n in zip(resolved, names, strict=True)]
 
 
+def output_format(fmt: str) -> str:
+    """The format's own name ("md" is markdown)."""
+    return "markdown" if fmt == "md" else fmt
+
+
 def result_text(result: Result, fmt: str) -> str:
     """The result as Markdown or pretty JSON."""
     if fmt == "json":
@@ -65,10 +90,13 @@ def result_text(result: Result, fmt: str) -> str:
     return result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
 
 
-def write_result(path: Path, text: str) -> None:
+def write_result(path: Path, content: str | bytes) -> None:
     """Write one result file, creating its folder (the mirrored input tree)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, "utf-8")
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, "utf-8")
 
 
 def job_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -80,6 +108,10 @@ def job_options(args: argparse.Namespace) -> dict[str, Any]:
         "lane": args.lane,
         "profile": args.profile,
         "text_layer": args.text_layer,
+        "pages": args.pages,
+        "keep_headers_footers": args.keep_headers_footers or None,
+        # A searchable PDF is kept only when asked for: writing one asks for it.
+        "searchable_pdf": output_format(args.format) == "pdf" or None,
     }
 
 

@@ -16,8 +16,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ocrq.cli.batch import run_batch
 from ocrq.cli.reports import (
+    IN_VIEW,
+    OUTPUT_SUFFIXES,
+    TEXT_FORMATS,
     FileReport,
     job_options,
+    output_format,
     output_paths,
     print_summary,
     result_text,
@@ -153,8 +157,15 @@ class UploadRun:
             report.fail(code, view.error.message if view.error else "", status=view.status)
             return
         if output is not None:
-            result = view.result or await self.client.result(view)
-            await asyncio.to_thread(write_result, output, result_text(result, self.fmt))
+            await asyncio.to_thread(write_result, output, await self.output(view))
+
+    async def output(self, view: JobView) -> str | bytes:
+        """A done job's result in the format asked (Markdown and JSON are in its view)."""
+        if self.fmt in IN_VIEW:
+            return result_text(view.result or await self.client.result(view), self.fmt)
+        if self.fmt == "pdf":
+            return await self.client.result(view, format="pdf")
+        return await self.client.result(view, format=TEXT_FORMATS[self.fmt])
 
 
 async def submit_all(
@@ -172,7 +183,7 @@ async def submit_all(
                 polls=asyncio.Semaphore(max(concurrency, MAX_LONG_POLLS)),
                 wait=waiting,
                 timeout=args.timeout,
-                fmt=args.format,
+                fmt=output_format(args.format),
             )
             return await gather_or_cancel(
                 run.one(f, out) for f, out in zip(files, outputs, strict=True)
@@ -192,7 +203,8 @@ def run_submit(args: argparse.Namespace) -> int:
     waiting = args.wait or args.out is not None
     outputs: list[Path | None] = [None] * len(files)
     if args.out is not None:
-        outputs = list(output_paths(files, Path(args.out), f".{args.format}"))
+        suffix = OUTPUT_SUFFIXES[output_format(args.format)]
+        outputs = list(output_paths(files, Path(args.out), suffix))
     try:
         reports = asyncio.run(submit_all(args, files, outputs, waiting))
     except KeyboardInterrupt:  # accepted jobs keep running on the server

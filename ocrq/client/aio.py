@@ -5,14 +5,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterable
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
 import msgspec
 
 from ocrq.client import batch, calls
 from ocrq.client.batch import BatchBody, Event, EventParser, sources_of
-from ocrq.client.calls import Call, ClientBase, Job, JobRef, http_timeout
+from ocrq.client.calls import (
+    Call,
+    ClientBase,
+    Job,
+    JobRef,
+    ResultFormat,
+    TextFormat,
+    http_timeout,
+)
 from ocrq.client.errors import (
     ApiError,
     Conflict,
@@ -22,7 +30,7 @@ from ocrq.client.errors import (
 )
 from ocrq.client.pacing import Deadline, LongPoll
 from ocrq.client.upload import Source, prepare_upload
-from ocrq.shared.schemas import BatchAccepted, BatchView, JobList, JobView, Result
+from ocrq.shared.schemas import BatchAccepted, BatchView, JobList, JobView, Page, Result
 
 T = TypeVar("T")
 
@@ -74,15 +82,20 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         *,
         filename: str | None = None,
         idempotency_key: str | None = None,
+        wait: int = 0,
         **options: Any,
-    ) -> Job:
-        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After)."""
+    ) -> Job | JobView:
+        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After).
+
+        ``wait`` > 0 (``Prefer: wait``): the job's view, result included, when it ends within
+        that many seconds (at most the server's OCRQ_MAX_WAIT_S), else the accepted Job.
+        """
         upload = await asyncio.to_thread(prepare_upload, source, filename)
-        call = calls.submit(upload, options, idempotency_key)
+        call = calls.submit(upload, options, idempotency_key, wait)
         attempt = 0
         while True:
             try:
-                return calls.decode(await self._send(call, upload.achunks()), Job)
+                return calls.submitted(await self._send(call, upload.achunks()))
             except ApiError as e:
                 delay = self._resubmit_delay(e, attempt)
                 if delay is None:
@@ -108,9 +121,47 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
             view = await self.status(job, wait=seconds)
         return view
 
-    async def result(self, job: JobRef) -> Result:
-        """The result; JobFailed (the job's code) when it failed, Conflict when not ready."""
-        return calls.decode(await self._send_for_result(job, calls.result(job)), Result)
+    @overload
+    async def result(self, job: JobRef, *, format: None = ...) -> Result: ...
+    @overload
+    async def result(
+        self,
+        job: JobRef,
+        *,
+        format: TextFormat,
+        chunk_tokens: int | None = ...,
+        keep_headers_footers: bool | None = ...,
+    ) -> str: ...
+    @overload
+    async def result(self, job: JobRef, *, format: Literal["pdf"]) -> bytes: ...
+    async def result(
+        self,
+        job: JobRef,
+        *,
+        format: ResultFormat | None = None,
+        chunk_tokens: int | None = None,
+        keep_headers_footers: bool | None = None,
+    ) -> Result | str | bytes:
+        """The result (a Result), or as ``format``: text, or the searchable PDF's bytes.
+
+        JobFailed (the job's code) when it failed, Conflict when not ready.
+        """
+        call = calls.result(
+            job, fmt=format, chunk_tokens=chunk_tokens, keep_headers_footers=keep_headers_footers
+        )
+        return calls.rendered(await self._send_for_result(job, call), format)
+
+    async def table_csv(self, job: JobRef, number: int) -> str:
+        """The job's n-th table (reading order, from 1) as CSV."""
+        return (await self._send_for_result(job, calls.table(job, number))).text
+
+    async def image(self, job: JobRef, name: str) -> bytes:
+        """A figure's PNG (``Block.image``, one of ``Result.images``)."""
+        return (await self._send(calls.image(job, name))).content
+
+    async def page(self, job: JobRef, number: int) -> Page:
+        """One page's result as soon as that page is read (Conflict until then)."""
+        return calls.decode(await self._send(calls.page(job, number)), Page)
 
     async def markdown(self, job: JobRef) -> str:
         """The result as Markdown."""
@@ -172,15 +223,16 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
                         yield event
 
     async def submit_many(
-        self, sources: Iterable[Source], *, concurrency: int = 8, **options: Any
-    ) -> list[Job | ApiError]:
-        """Upload concurrently; in order, an upload that failed holds its ApiError."""
+        self, sources: Iterable[Source], *, concurrency: int = 8, wait: int = 0, **options: Any
+    ) -> list[Job | JobView | ApiError]:
+        """Upload concurrently; in order, an upload that failed holds its ApiError (``wait=``
+        as in submit: a JobView for a job that ended in time)."""
         gate = asyncio.Semaphore(max(1, concurrency))
 
-        async def one(source: Source) -> Job | ApiError:
+        async def one(source: Source) -> Job | JobView | ApiError:
             async with gate:
                 try:
-                    return await self.submit(source, **options)
+                    return await self.submit(source, wait=wait, **options)
                 except ApiError as e:
                     return e
 

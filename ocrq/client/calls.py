@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -14,7 +14,7 @@ import msgspec
 from ocrq.client.errors import ApiError, unreachable
 from ocrq.client.pacing import MAX_RETRY_SLEEP_S, SUBMIT_RETRIES, resubmit_delay
 from ocrq.client.upload import Upload, query_params
-from ocrq.shared.schemas import JobView
+from ocrq.shared.schemas import JobView, Result
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -31,6 +31,9 @@ class Job(msgspec.Struct, frozen=True, kw_only=True):
 
 
 JobRef = Job | JobView | str
+# The result's formats (docs/results.md); "pdf" comes as bytes, the others as text.
+TextFormat = Literal["json", "markdown", "html", "text", "chunks"]
+ResultFormat = TextFormat | Literal["pdf"]
 
 
 def job_path(job: JobRef, suffix: str = "") -> str:
@@ -50,10 +53,22 @@ class Call:
     extra_s: float = 0.0  # a long-poll's wait, on top of the client's timeout
 
 
-def submit(upload: Upload, options: dict[str, Any], idempotency_key: str | None) -> Call:
-    """The upload of a document, options as query parameters."""
+def submit(
+    upload: Upload, options: dict[str, Any], idempotency_key: str | None, wait: int = 0
+) -> Call:
+    """The upload of a document, options as query parameters; ``wait`` > 0 asks the server
+    to answer with the job's view when it ends within that many seconds (Prefer: wait)."""
     params, headers = query_params(upload, options), upload.headers(idempotency_key)
-    return Call("POST", "/v1/jobs", params=params, headers=headers)
+    if wait > 0:
+        headers["Prefer"] = f"wait={wait}"
+    return Call("POST", "/v1/jobs", params=params, headers=headers, extra_s=max(wait, 0))
+
+
+def submitted(response: httpx.Response) -> Job | JobView:
+    """The job a submission made: its view when it ended within ``Prefer: wait``."""
+    if response.status_code == 200 and "preference-applied" in response.headers:
+        return decode(response, JobView)
+    return decode(response, Job)
 
 
 def status(job: JobRef, wait: int) -> Call:
@@ -62,10 +77,46 @@ def status(job: JobRef, wait: int) -> Call:
     return Call("GET", job_path(job), params=params, extra_s=wait)
 
 
-def result(job: JobRef, *, markdown: bool = False) -> Call:
-    """The job's result, as JSON or as Markdown."""
+def result(
+    job: JobRef,
+    *,
+    markdown: bool = False,
+    fmt: ResultFormat | None = None,
+    chunk_tokens: int | None = None,
+    keep_headers_footers: bool | None = None,
+) -> Call:
+    """The job's result: JSON, Markdown, or any format the API renders (``fmt``)."""
     headers = {"Accept": "text/markdown"} if markdown else None
-    return Call("GET", job_path(job, "/result"), headers=headers)
+    params: dict[str, str] = {}
+    if fmt is not None:
+        params["format"] = fmt
+    if chunk_tokens is not None:
+        params["chunk_tokens"] = str(chunk_tokens)
+    if keep_headers_footers is not None:
+        params["keep_headers_footers"] = str(keep_headers_footers).lower()
+    return Call("GET", job_path(job, "/result"), params=params or None, headers=headers)
+
+
+def rendered(response: httpx.Response, fmt: ResultFormat | None) -> Result | str | bytes:
+    """A result response: the Result (no format), the PDF's bytes, or the text."""
+    if fmt is None:
+        return decode(response, Result)
+    return response.content if fmt == "pdf" else response.text
+
+
+def table(job: JobRef, number: int) -> Call:
+    """The job's n-th table (from 1) as CSV."""
+    return Call("GET", job_path(job, f"/tables/{number}.csv"))
+
+
+def image(job: JobRef, name: str) -> Call:
+    """One figure of the job (a Block.image name, "p1-1.png")."""
+    return Call("GET", job_path(job, f"/images/{quote(name, safe='')}"))
+
+
+def page(job: JobRef, number: int) -> Call:
+    """One page's result, as soon as it is read."""
+    return Call("GET", job_path(job, f"/pages/{number}"))
 
 
 def list_jobs(limit: int, offset: int) -> Call:

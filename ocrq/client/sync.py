@@ -6,18 +6,26 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self, overload
 
 import httpx
 import msgspec
 
 from ocrq.client import batch, calls
 from ocrq.client.batch import BatchBody, Event, EventParser, sources_of
-from ocrq.client.calls import Call, ClientBase, Job, JobRef, http_timeout
+from ocrq.client.calls import (
+    Call,
+    ClientBase,
+    Job,
+    JobRef,
+    ResultFormat,
+    TextFormat,
+    http_timeout,
+)
 from ocrq.client.errors import ApiError, Conflict, checked, checked_stream, conflict_or_failure
 from ocrq.client.pacing import Deadline, LongPoll
 from ocrq.client.upload import Source, prepare_upload
-from ocrq.shared.schemas import BatchAccepted, BatchView, JobList, JobView, Result
+from ocrq.shared.schemas import BatchAccepted, BatchView, JobList, JobView, Page, Result
 
 
 class Client(ClientBase[httpx.Client]):
@@ -55,15 +63,20 @@ class Client(ClientBase[httpx.Client]):
         *,
         filename: str | None = None,
         idempotency_key: str | None = None,
+        wait: int = 0,
         **options: Any,
-    ) -> Job:
-        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After)."""
+    ) -> Job | JobView:
+        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After).
+
+        ``wait`` > 0 (``Prefer: wait``): the job's view, result included, when it ends within
+        that many seconds (at most the server's OCRQ_MAX_WAIT_S), else the accepted Job.
+        """
         upload = prepare_upload(source, filename)
-        call = calls.submit(upload, options, idempotency_key)
+        call = calls.submit(upload, options, idempotency_key, wait)
         attempt = 0
         while True:
             try:
-                return calls.decode(self._send(call, upload.chunks()), Job)
+                return calls.submitted(self._send(call, upload.chunks()))
             except ApiError as e:
                 delay = self._resubmit_delay(e, attempt)
                 if delay is None:
@@ -85,9 +98,47 @@ class Client(ClientBase[httpx.Client]):
             view = self.status(job, wait=seconds)
         return view
 
-    def result(self, job: JobRef) -> Result:
-        """The result; JobFailed (the job's code) when it failed, Conflict when not ready."""
-        return calls.decode(self._send_for_result(job, calls.result(job)), Result)
+    @overload
+    def result(self, job: JobRef, *, format: None = ...) -> Result: ...
+    @overload
+    def result(
+        self,
+        job: JobRef,
+        *,
+        format: TextFormat,
+        chunk_tokens: int | None = ...,
+        keep_headers_footers: bool | None = ...,
+    ) -> str: ...
+    @overload
+    def result(self, job: JobRef, *, format: Literal["pdf"]) -> bytes: ...
+    def result(
+        self,
+        job: JobRef,
+        *,
+        format: ResultFormat | None = None,
+        chunk_tokens: int | None = None,
+        keep_headers_footers: bool | None = None,
+    ) -> Result | str | bytes:
+        """The result (a Result), or as ``format``: text, or the searchable PDF's bytes.
+
+        JobFailed (the job's code) when it failed, Conflict when not ready.
+        """
+        call = calls.result(
+            job, fmt=format, chunk_tokens=chunk_tokens, keep_headers_footers=keep_headers_footers
+        )
+        return calls.rendered(self._send_for_result(job, call), format)
+
+    def table_csv(self, job: JobRef, number: int) -> str:
+        """The job's n-th table (reading order, from 1) as CSV."""
+        return self._send_for_result(job, calls.table(job, number)).text
+
+    def image(self, job: JobRef, name: str) -> bytes:
+        """A figure's PNG (``Block.image``, one of ``Result.images``)."""
+        return self._send(calls.image(job, name)).content
+
+    def page(self, job: JobRef, number: int) -> Page:
+        """One page's result as soon as that page is read (Conflict until then)."""
+        return calls.decode(self._send(calls.page(job, number)), Page)
 
     def markdown(self, job: JobRef) -> str:
         """The result as Markdown."""
@@ -150,13 +201,14 @@ class Client(ClientBase[httpx.Client]):
                     yield event
 
     def submit_many(
-        self, sources: Iterable[Source], *, concurrency: int = 4, **options: Any
-    ) -> list[Job | ApiError]:
-        """Upload in threads; in order, an upload that failed holds its ApiError."""
+        self, sources: Iterable[Source], *, concurrency: int = 4, wait: int = 0, **options: Any
+    ) -> list[Job | JobView | ApiError]:
+        """Upload in threads; in order, an upload that failed holds its ApiError (``wait=``
+        as in submit: a JobView for a job that ended in time)."""
 
-        def one(source: Source) -> Job | ApiError:
+        def one(source: Source) -> Job | JobView | ApiError:
             try:
-                return self.submit(source, **options)
+                return self.submit(source, wait=wait, **options)
             except ApiError as e:
                 return e
 

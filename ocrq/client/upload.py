@@ -71,9 +71,14 @@ def prepare_upload(source: Source, filename: str | None = None) -> Upload:
     return Upload(media, size, filename or path.name, path=path)
 
 
+def option_text(value: Any) -> str:
+    """An option as the query string carries it (booleans as true/false)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def query_params(upload: Upload, options: dict[str, Any]) -> dict[str, str]:
     """Job options (and the filename) as query parameters; None means the server decides."""
-    params = {name: str(value) for name, value in options.items() if value is not None}
+    params = {name: option_text(value) for name, value in options.items() if value is not None}
     if upload.filename:
         params["filename"] = upload.filename
     return params

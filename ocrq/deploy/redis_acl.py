@@ -41,6 +41,8 @@ T = TypeVar("T")
 # that touches a kind both reads and writes it, so plain ``~`` patterns (read and write).
 KEY_ROLES: dict[str, frozenset[Role]] = {
     "job": BOTH,  # the producer writes and deletes it, the worker moves it on
+    "job_pages": BOTH,  # the worker keeps finished pages, the producer reads and deletes them
+    "job_files": BOTH,  # the worker keeps figures and PDFs, the producer serves them
     "stream": BOTH,  # the producer adds entries, the worker reads and acks them
     "batch": BOTH,  # the producer opens and seals it, an ending job counts in it
     "batch_jobs": BOTH,
@@ -70,6 +72,7 @@ SCRIPT_ROLES: dict[str, Role] = {
     "poison": "worker",
     "prune": "worker",
     "webhook_state": "worker",
+    "save_files": "worker",
 }
 
 # Both roles: health checks and pub/sub keep-alives, and the scripts (redis-py sends
@@ -100,6 +103,7 @@ PRODUCER_COMMANDS = (
     # shared/store.py: polls, the tenant's job list, /readyz and /metrics
     "hmget",
     "hget",
+    "hkeys",  # a job's finished pages, for its event stream (producer/live.py)
     "zrem",
     "zrevrange",
     "xinfo|groups",

@@ -1,12 +1,9 @@
-"""A batch's results in one download, streamed: JSON Lines, or a ZIP of Markdown files."""
+"""A batch's results in one download, streamed: JSON Lines, or a ZIP of each job's files."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
 import zipfile
 from collections.abc import AsyncIterator
-from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -15,26 +12,34 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import Stream
 
+from ocrq.producer.batches.members import (
+    job_members,
+    member_stem,
+    safe_name,
+    same_on_disk,
+    zip_formats,
+)
 from ocrq.producer.batches.views import visible_batch
+from ocrq.producer.jobs.outputs import CHUNK_TOKENS, ChunkTokens
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.record import Field, JobRecord
 from ocrq.shared.schemas import TERMINAL, Status
 
+__all__ = ["safe_name", "same_on_disk"]
 PAGE = 100  # jobs read per round trip
-MAX_STEM_BYTES = 200  # a member's name within the 255 bytes file systems allow
 INDEX = "index.jsonl"
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
-RESULT_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT)
+RESULT_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT, Field.OPTIONS)
 Format = Annotated[
     Literal["jsonl", "zip"] | None,
     Parameter(description="jsonl (default) or zip; Accept: application/zip works too"),
 ]
-
-
-class MarkdownOnly(msgspec.Struct):
-    """The one field of a stored Result a Markdown file needs."""
-
-    markdown: str
+Formats = Annotated[
+    str | None,
+    Parameter(
+        description="zip: each job's files, comma-separated: markdown (default), json, html, "
+        "text, chunks, pdf (for jobs that kept one); implies format=zip unless format=jsonl"
+    ),
+]
 
 
 async def finished_jobs(rt: Runtime, batch_id: str) -> AsyncIterator[tuple[str, JobRecord]]:
@@ -88,49 +93,34 @@ class Drain:
         return out
 
 
-def safe_name(name: str) -> str:
-    """A name with every control character (C0, DEL, C1) replaced by "_", the rest kept.
-
-    zipfile cuts a member's name at its first NUL ("run.sh\\0.pdf" would be "run.sh"), and a
-    CR or LF in a name would break a header or a line of the listing.
-    """
-    return _CONTROLS.sub("_", name)
-
-
 def markdown_name(row: JobRecord, job_id: str, taken: set[str]) -> str:
-    """``<input stem>.md``, made unique; the input name is a label, never a path.
-
-    Unique ignoring case, as the file systems a ZIP is unpacked on often compare names
-    (``taken`` holds the names given so far, as same_on_disk gives them).
-    """
-    segment = safe_name(row.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
-    stem = PurePosixPath(segment).stem.encode()[:MAX_STEM_BYTES].decode(errors="ignore")
-    stem = stem or job_id
-    name, n = f"{stem}.md", 1
-    while same_on_disk(name) in taken:
-        n += 1
-        name = f"{stem}-{n}.md"
-    taken.add(same_on_disk(name))
-    return name
+    """``<input stem>.md``, unique in the archive (members.member_stem)."""
+    return member_stem(row, job_id, taken) + ".md"
 
 
-def same_on_disk(name: str) -> str:
-    """What two names share when a file system takes them for one (case, Unicode form)."""
-    return unicodedata.normalize("NFC", name).casefold()
+def indexed(line: bytes, names: list[str]) -> bytes:
+    """An index line with the job's files: ``file`` (the first) and ``files``."""
+    return line[:-2] + b',"file":%s,"files":%s}\n' % (
+        msgspec.json.encode(names[0] if names else None),
+        msgspec.json.encode(names),
+    )
 
 
-async def zip_of_markdown(rt: Runtime, batch_id: str) -> AsyncIterator[bytes]:
-    """A ZIP, member by member: each done job's Markdown, and index.jsonl of every job."""
+async def zip_of_results(
+    rt: Runtime, batch_id: str, formats: tuple[str, ...], tokens: int
+) -> AsyncIterator[bytes]:
+    """A ZIP, member by member: each done job's files, and index.jsonl of every job."""
     sink, taken = Drain(), {INDEX}
     index = bytearray()
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED) as archive:  # type: ignore[call-overload]
         async for job_id, row in finished_jobs(rt, batch_id):
             line = json_line(job_id, msgspec.structs.replace(row, result=None))
             if row.status == Status.DONE and row.result:
-                name = markdown_name(row, job_id, taken)
-                markdown = msgspec.json.decode(row.result, type=MarkdownOnly).markdown
-                archive.writestr(name, markdown)
-                line = line[:-2] + b',"file":' + msgspec.json.encode(name) + b"}\n"
+                stem = member_stem(row, job_id, taken)
+                members = await job_members(rt, job_id, row, stem, formats, tokens)
+                for name, data in members:
+                    archive.writestr(name, data)
+                line = indexed(line, [name for name, _ in members])
             index += line
             yield sink.drain()
         archive.writestr(INDEX, bytes(index))
@@ -139,19 +129,26 @@ async def zip_of_markdown(rt: Runtime, batch_id: str) -> AsyncIterator[bytes]:
 
 @get("/v1/batches/{batch_id:str}/results", summary="The batch's results: JSON Lines or ZIP")
 async def batch_results(
-    request: Request[Any, Any, Any], state: State, batch_id: FromPath[str], format: Format = None
+    request: Request[Any, Any, Any],
+    state: State,
+    batch_id: FromPath[str],
+    format: Format = None,
+    formats: Formats = None,
+    chunk_tokens: ChunkTokens = CHUNK_TOKENS,
 ) -> Stream:
     """Every ended job's result, streamed, in submission order."""
     rt, tenant = caller(request, state)
     record = await visible_batch(rt, batch_id, tenant)
+    # A formats list asks for files: a ZIP, unless format=jsonl says otherwise (it has none).
     wants_zip = format == "zip" or (
-        format is None and "application/zip" in request.headers.get("accept", "")
+        format is None
+        and (formats is not None or "application/zip" in request.headers.get("accept", ""))
     )
     if wants_zip:
         # The stored id (the id's shape was checked), never the path as sent.
         disposition = f'attachment; filename="batch-{safe_name(record.id)}.zip"'
         return Stream(
-            zip_of_markdown(rt, record.id),
+            zip_of_results(rt, record.id, zip_formats(formats), chunk_tokens),
             media_type="application/zip",
             headers={"Content-Disposition": disposition},
         )

@@ -1,8 +1,10 @@
-"""Checks of job options that depend on this deployment: page cap, profile, languages, callback."""
+"""Checks of job options: page ranges, and what depends on this deployment (page cap,
+profile, languages, callback)."""
 
 from __future__ import annotations
 
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.page_ranges import check_ranges
 from ocrq.shared.profiles import check_languages, check_profile
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.settings import Settings, parse_webhook_secrets
@@ -11,7 +13,9 @@ from ocrq.shared.webhooks import check_target
 
 async def check_options(options: JobOptions, tenant: str, settings: Settings) -> None:
     """Refuse now (400) what would fail later: too many pages, a profile the engine cannot
-    run, a callback that cannot be signed or must not be reached."""
+    run, a callback that cannot be signed or must not be reached, pages that name none."""
+    if options.pages is not None:
+        check_ranges(options.pages)
     cap = settings.worker.default_max_pages
     if options.max_pages is not None and options.max_pages > cap:
         raise OcrqError(

@@ -1,12 +1,11 @@
-"""The job API: submit, list, poll (with long-poll), result, cancel, delete."""
+"""The job API: submit (``Prefer: wait``), list, poll (long-poll), result in every format,
+cancel, delete; a job's tables, figures and pages are in files.py."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Annotated, Any
 
-import msgspec
 import structlog
 from litestar import Request, Response, delete, get, post
 from litestar.datastructures import State
@@ -22,19 +21,30 @@ from ocrq.producer.jobs.ingest import (
     within,
 )
 from ocrq.producer.jobs.options import check_options
+from ocrq.producer.jobs.outputs import (
+    CHUNK_TOKENS,
+    PDF_FILE,
+    ChunkTokens,
+    Rendering,
+    attachment,
+    media_type_of,
+    negotiate,
+    rendered,
+)
+from ocrq.producer.jobs.prefer import preferred_wait
 from ocrq.producer.jobs.views import (
     SUMMARY_FIELDS,
+    await_view,
     iso,
     job_summary,
-    job_view,
+    known_job,
     new_job_id,
     visible,
 )
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.keys import is_known_id
-from ocrq.shared.record import Field, new_job_fields
-from ocrq.shared.schemas import ACTIVE, Accepted, JobList, JobView, Status
+from ocrq.shared.record import Field, JobRecord, new_job_fields
+from ocrq.shared.schemas import ACTIVE, TERMINAL, Accepted, JobList, JobView, Status
 from ocrq.shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
@@ -82,9 +92,10 @@ def is_raw_document(content_type: str) -> bool:
 
 
 @post("/v1/jobs", status_code=202, request_max_body_size=None, summary="Submit a document")
-async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[Accepted]:
-    """Validate an upload and enqueue it in one atomic step."""
+async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[Accepted | JobView]:
+    """Validate an upload and enqueue it in one atomic step; ``Prefer: wait=N`` waits for it."""
     rt, tenant = caller(request, state)
+    wait = preferred_wait(request.headers.getall("prefer", []), rt.settings.api.max_wait_s)
     sub = await read_submission(request, rt)
     await check_options(sub.options, tenant, rt.settings)
     idem = request.headers.get("idempotency-key")
@@ -107,24 +118,24 @@ async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[
     structlog.contextvars.bind_contextvars(job_id=job_id)
     if fresh:
         rt.metrics.accepted_bytes.inc(len(sub.data))
-        body = Accepted(id=job_id, status=Status.QUEUED.value, created_at=iso(created) or "")
-    else:
-        view = await read_view(rt, job_id, tenant)
-        body = Accepted(id=job_id, status=view.status, created_at=view.created_at or "")
+    return await submitted(rt, tenant, job_id, fresh, created, wait)
+
+
+async def submitted(
+    rt: Runtime, tenant: str, job_id: str, fresh: bool, created: int, wait: int
+) -> Response[Accepted | JobView]:
+    """202 (200 for a replay) with the job's id; 200 with its view when it ended within
+    ``wait`` seconds (``Prefer: wait``), a replay as well as a new job."""
     headers = {"Location": f"/v1/jobs/{job_id}", "Idempotent-Replayed": str(not fresh).lower()}
+    if fresh and not wait:
+        body = Accepted(id=job_id, status=Status.QUEUED.value, created_at=iso(created) or "")
+        return Response(body, status_code=202, headers=headers)
+    view = await await_view(rt, job_id, tenant, wait, until_end=True)
+    if wait and Status(view.status) in TERMINAL:
+        headers["Preference-Applied"] = f"wait={wait}"
+        return Response(view, status_code=200, headers=headers)
+    body = Accepted(id=job_id, status=view.status, created_at=view.created_at or "")
     return Response(body, status_code=202 if fresh else 200, headers=headers)
-
-
-async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
-    """Read what a poll may read (never the payload) and build the view."""
-    return job_view(known_job(job_id), await rt.store.read(job_id), tenant)
-
-
-def known_job(job_id: str) -> str:
-    """The id when it has the shape of ocrq's ids; not_found before it can name a key."""
-    if not is_known_id(job_id):
-        raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
-    return job_id
 
 
 ListLimit = Annotated[int, Parameter(ge=1, le=100, description="Jobs per page (1-100)")]
@@ -154,51 +165,66 @@ async def get_job(
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, f"wait: at most {rt.settings.api.max_wait_s} seconds"
         )
-    with rt.events.watch(job_id) as changed:
-        view = await read_view(rt, job_id, tenant)
-        deadline = time.monotonic() + wait
-        seen = (view.status, view.progress)
-        # A wake-up without a change (the hub resubscribed) waits on for the time left.
-        while Status(view.status) in ACTIVE and (view.status, view.progress) == seen:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            try:
-                await asyncio.wait_for(changed.wait(), timeout=left)
-            except TimeoutError:
-                break
-            changed.clear()  # before the read: a change after it wakes the next wait
-            view = await read_view(rt, job_id, tenant)
+    view = await await_view(rt, job_id, tenant, wait)
     headers = {"Retry-After": "1"} if Status(view.status) in ACTIVE else {}
     return Response(view, headers=headers)
 
 
-@get("/v1/jobs/{job_id:str}/result", summary="The result as JSON, or Markdown")
-async def get_result(
-    request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
-) -> Response[Any]:
-    """Result JSON; ``Accept: text/markdown`` returns the Markdown alone."""
-    rt, tenant = caller(request, state, job_id=job_id)
-    names = (Field.STATUS, Field.TENANT, Field.RESULT, Field.ERROR)
-    record = visible(job_id, await rt.store.read(known_job(job_id), names), tenant)
-    stored = record.result
-    if stored is None:
+ResultFormat = Annotated[
+    str | None,
+    Parameter(description="json (default), markdown, html, text, chunks or pdf; wins over Accept"),
+]
+KeepFurniture = Annotated[
+    bool | None,
+    Parameter(description="keep page headers, footers and numbers (default: the job's option)"),
+]
+RESULT_FIELDS = (Field.STATUS, Field.TENANT, Field.RESULT, Field.ERROR, Field.OPTIONS)
+
+
+async def ended_record(
+    rt: Runtime, job_id: str, tenant: str, names: tuple[Field, ...] = RESULT_FIELDS
+) -> JobRecord:
+    """The tenant's job record (404 otherwise), read with ``names``."""
+    return visible(job_id, await rt.store.read(known_job(job_id), names), tenant)
+
+
+def stored_result(job_id: str, record: JobRecord) -> bytes:
+    """The stored Result JSON; 409 with the cause when the job has none (yet)."""
+    if record.result is None:
         detail = f": {record.error.code}: {record.error.message}" if record.error else ""
         raise OcrqError(
             ErrorCode.CONFLICT,
             f"job {job_id} is {record.status}, no result{detail}",
             retry_after=1 if record.status in ACTIVE else None,
         )
-    if "text/markdown" in request.headers.get("accept", ""):
-        markdown = msgspec.json.decode(stored, type=MarkdownOnly).markdown
-        return Response(markdown, media_type="text/markdown")  # Litestar adds the charset
-    return Response(stored, media_type="application/json")  # as the worker wrote it
+    return record.result
 
 
-class MarkdownOnly(msgspec.Struct):
-    """The one field of a stored Result that a Markdown request needs."""
-
-    markdown: str
+@get("/v1/jobs/{job_id:str}/result", summary="The result: JSON, Markdown, HTML, text, chunks, PDF")
+async def get_result(
+    request: Request[Any, Any, Any],
+    state: State,
+    job_id: FromPath[str],
+    format: ResultFormat = None,
+    chunk_tokens: ChunkTokens = CHUNK_TOKENS,
+    keep_headers_footers: KeepFurniture = None,
+) -> Response[Any]:
+    """The result in the format ``format=`` or ``Accept`` names (docs/results.md)."""
+    rt, tenant = caller(request, state, job_id=job_id)
+    record = await ended_record(rt, job_id, tenant, (*RESULT_FIELDS, Field.FILENAME))
+    accept = request.headers.get("accept", "")
+    fmt = negotiate(job_id, format, accept, record.options.searchable_pdf)
+    stored = stored_result(job_id, record)
+    headers = {"Vary": "Accept"}
+    if fmt == "pdf":
+        pdf = await rt.store.read_file(job_id, PDF_FILE)
+        if pdf is None:
+            raise OcrqError(ErrorCode.NOT_ACCEPTABLE, f"job {job_id} kept no searchable PDF")
+        headers["Content-Disposition"] = attachment(record.filename, job_id, ".pdf")
+        return Response(pdf, media_type=media_type_of(fmt), headers=headers)
+    how = Rendering(fmt, keep_headers_footers, chunk_tokens)
+    body = await rendered(stored, how, record.options.keep_headers_footers)
+    return Response(body, media_type=media_type_of(fmt), headers=headers)
 
 
 @post("/v1/jobs/{job_id:str}/cancel", status_code=200, summary="Cancel an active job")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import time
 from datetime import UTC, datetime
 
 import msgspec
 
+from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.keys import DEFAULT_TAG, with_tag
+from ocrq.shared.keys import DEFAULT_TAG, is_known_id, with_tag
 from ocrq.shared.record import Field, JobRecord
-from ocrq.shared.schemas import JobSummary, JobView, Progress, Result, WebhookState
+from ocrq.shared.schemas import ACTIVE, JobSummary, JobView, Progress, Result, Status, WebhookState
 
 # The fields a job's summary shows (GET /v1/jobs, live events): never the payload or result.
 SUMMARY_FIELDS = (
@@ -87,3 +90,40 @@ def job_summary(job_id: str, r: JobRecord) -> JobSummary:
         finished_at=iso(r.finished_at),
         error=r.error,
     )
+
+
+def known_job(job_id: str) -> str:
+    """The id when it has the shape of ocrq's ids; not_found before it can name a key."""
+    if not is_known_id(job_id):
+        raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
+    return job_id
+
+
+async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
+    """Read what a poll may read (never the payload) and build the view."""
+    return job_view(known_job(job_id), await rt.store.read(job_id), tenant)
+
+
+async def await_view(
+    rt: Runtime, job_id: str, tenant: str, seconds: float, *, until_end: bool = False
+) -> JobView:
+    """The job's view once it changes (``until_end``: once it ends), or after ``seconds``.
+
+    One pub/sub subscription per process wakes the waiters (producer/events.py).
+    """
+    with rt.events.watch(job_id) as changed:
+        view = await read_view(rt, job_id, tenant)
+        deadline = time.monotonic() + seconds
+        seen = (view.status, view.progress)
+        # A wake-up without a change (the hub resubscribed) waits on for the time left.
+        while Status(view.status) in ACTIVE and (until_end or (view.status, view.progress) == seen):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=left)
+            except TimeoutError:
+                break
+            changed.clear()  # before the read: a change after it wakes the next wait
+            view = await read_view(rt, job_id, tenant)
+    return view

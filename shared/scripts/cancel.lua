@@ -4,7 +4,8 @@
 -- the job's own tenant only. A worker that holds the job sees it cancelled (or gone) at its
 -- next heartbeat and stops.
 -- KEYS: job, tenant_jobs, batch, batch_jobs (keys that never exist when none), webhooks,
---       tenant_active (the tenant's active set in the job's partition)
+--       tenant_active (the tenant's active set in the job's partition), pages, files (the
+--       job's finished pages and files)
 -- ARGV: tenant, error_json, finished_at, ttl_s, channel, id, mode ('cancel' | 'delete')
 -- Reply: 'cancelled' | 'deleted' | 'missing' | '<status>' (cancel of a job that had ended)
 -- Memory-freeing writes first (HDEL, EXPIRE), so a cancel works when Redis is full.
@@ -16,6 +17,8 @@ local active = v[1] == 'queued' or v[1] == 'processing'
 if active then
   redis.call('HDEL', job, 'payload')
   redis.call('EXPIRE', job, tonumber(ARGV[4]))
+  redis.call('EXPIRE', KEYS[7], tonumber(ARGV[4]))
+  redis.call('EXPIRE', KEYS[8], tonumber(ARGV[4]))
   redis.call('HSET', job, 'status', 'cancelled', 'error', ARGV[2], 'finished_at', ARGV[3])
   event(ARGV[5], ARGV[6], 'cancelled', 0)
   ended(job, ARGV[6], 'cancelled', KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[3],
@@ -25,7 +28,7 @@ if ARGV[7] == 'cancel' then
   if active then return 'cancelled' end
   return v[1]
 end
-redis.call('DEL', job)
+redis.call('DEL', job, KEYS[7], KEYS[8])
 redis.call('ZREM', index, ARGV[6])
 redis.call('ZREM', KEYS[6], ARGV[6])  -- already out unless it ended behind a script's back
 return 'deleted'

@@ -3,7 +3,8 @@
 -- of a job does (its batch, its webhook); only while this worker still owns both the job and
 -- the entry (else it only ACKs an entry that is still its own).
 -- KEYS: job, stream, batch, batch_jobs (keys that never exist when none), webhooks,
---       tenant_active (the job's tenant's active set in its partition)
+--       tenant_active (the job's tenant's active set in its partition), pages, files (the
+--       job's finished pages and files: they live as long as its result)
 -- ARGV: me, entry, group, status, field (result|error), value, finished_at, ttl_s,
 --       channel, id, pages_done
 -- Reply: 'ok' | 'lost'
@@ -22,6 +23,8 @@ end
 if not mine then return 'lost' end
 redis.call('HDEL', job, 'payload')
 redis.call('EXPIRE', job, tonumber(ARGV[8]))
+redis.call('EXPIRE', KEYS[7], tonumber(ARGV[8]))
+redis.call('EXPIRE', KEYS[8], tonumber(ARGV[8]))
 redis.call('HSET', job, 'status', ARGV[4], ARGV[5], ARGV[6], 'finished_at', ARGV[7],
   'pages_done', ARGV[11])
 ack(stream, group, entry)

@@ -26,11 +26,10 @@ SAMPLE_MARKDOWN = (
     "# Annual Report 2024\n\n"
     "## Revenue\n\n"
     "Revenue grew by 12% over the previous year.\n\n"
-    "<table><tr><td>Q1</td><td>10</td></tr><tr><td>Q2</td><td>12</td></tr></table>\n\n"
-    "![image](page-3-image-1)\n\n"
-    "<center>Figure 1: sales by region</center>"
+    "| Q1 | 10 |\n| --- | --- |\n| Q2 | 12 |\n\n"
+    "Figure 1: sales by region"
 )
-LABELS = ("title", "sub_title", "text", "table", "image", "image_caption")
+LABELS = ("title", "heading", "text", "table", "figure", "caption")
 
 
 def assert_clean(markdown: str) -> None:
@@ -57,14 +56,14 @@ def test_label_words_do_not_leak_into_block_or_markdown_text() -> None:
 
     parsed = parse_page(text, coord_scale=1000, width=100, height=100)
 
-    assert [b.text for b in parsed.blocks] == ["Hello", "## World"]
+    assert [b.text for b in parsed.blocks] == ["Hello", "World"]
     assert parsed.markdown == "Hello\n\n## World"
 
 
-def test_title_keeps_the_hashes_the_model_wrote() -> None:
+def test_title_with_deeper_hashes_becomes_a_heading_of_that_level() -> None:
     blocks = parse("<|ref|>title<|/ref|><|det|>[[0, 0, 10, 10]]<|/det|>\n### Deep title\n")
 
-    assert blocks[0].text == "### Deep title"
+    assert [(b.label, b.level, b.text) for b in blocks] == [("heading", 3, "Deep title")]
 
 
 def test_box_is_normalised_to_fractions_and_page_pixels() -> None:
@@ -112,20 +111,15 @@ def test_several_boxes_in_one_det_give_one_block_each_and_the_text_once() -> Non
     assert parsed.markdown == "Split"
 
 
-def test_each_image_box_gets_its_own_numbered_reference() -> None:
+def test_each_figure_box_is_a_figure_block_without_text_or_image_until_cropped() -> None:
     text = "<|ref|>image<|/ref|><|det|>[[0, 0, 10, 10]], [[20, 20, 30, 30]]<|/det|>\n"
     text += "<|ref|>figure<|/ref|><|det|>[[40, 40, 50, 50]]<|/det|>\n"
 
     parsed = parse_page(text, coord_scale=1000, width=100, height=100, image_prefix="page-7")
 
-    assert [b.text for b in parsed.blocks] == [
-        "![image](page-7-image-1)",
-        "![image](page-7-image-2)",
-        "![image](page-7-image-3)",
-    ]
-    assert parsed.markdown == (
-        "![image](page-7-image-1)\n\n![image](page-7-image-2)\n\n![image](page-7-image-3)"
-    )
+    assert [(b.label, b.text, b.image) for b in parsed.blocks] == [("figure", "", None)] * 3
+    assert [b.bbox_px for b in parsed.blocks] == [[0, 0, 1, 1], [2, 2, 3, 3], [4, 4, 5, 5]]
+    assert parsed.markdown == ""
 
 
 def test_text_without_tags_is_one_block_without_a_box() -> None:

@@ -93,7 +93,7 @@ def job(tmp_path: Path, name: str, data: bytes, media_type: str) -> JobPages:
     return JobPages(name, folder / "document", media_type, JobOptions(dpi=72), folder, Tally())
 
 
-async def no_report(done: int, total: int) -> None:
+async def no_report(done: int, total: int, pages: list[Page]) -> None:
     return None
 
 

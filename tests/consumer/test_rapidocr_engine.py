@@ -19,6 +19,7 @@ from support.page_blocks import assert_blocks_fit_the_page
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.rapidocr import RapidOcrEngine
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import BLOCK_LABELS
 from ocrq.shared.settings import load_settings
 
 Draw = Callable[[pymupdf.Page], None]
@@ -86,7 +87,7 @@ async def test_blocks_carry_normalised_and_pixel_boxes_inside_the_page(
     assert page.blocks
     assert_blocks_fit_the_page(page.blocks, image.width, image.height)
     for block in page.blocks:
-        assert block.label == "text" and block.text
+        assert block.label in BLOCK_LABELS and block.text
         assert block.confidence is not None and 0 < block.confidence <= 1
     # The text sits in the lower right quarter of the page (x > 300/595, y > 600/842).
     assert min(b.bbox[0] for b in page.blocks) > 0.45

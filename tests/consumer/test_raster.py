@@ -347,9 +347,11 @@ async def test_rasteriser_reads_a_good_text_layer(
     tmp_path: Path, process_pool: RecyclingPool
 ) -> None:
     rasteriser = Rasteriser(process_pool, MAX_PIXELS, MAX_SIDE)
-    page = await rasteriser.text_layer(_write(tmp_path, text_pdf(pages=2)), 1, 72)
-    assert page is not None
+    found = await rasteriser.text_layer(_write(tmp_path, text_pdf(pages=2)), 1, 72)
+    assert found is not None
+    page, figures = found
     assert page.markdown is not None and "Page 2" in page.markdown
+    assert figures == {}  # a page of text has no picture to crop
 
 
 async def test_a_document_that_kills_the_renderer_fails_as_corrupt(

@@ -11,6 +11,7 @@ from support.documents import garbage_pdf, scanned_pdf, text_pdf
 
 from ocrq.consumer.textlayer import extract_text_page, text_is_good
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.schemas import BLOCK_LABELS
 
 WORDS = ["Quarterly", "revenue", "grew", "by", "twelve", "percent", "across", "all", "regions"]
 
@@ -37,7 +38,7 @@ def test_text_layer_blocks_carry_normalised_and_pixel_boxes(tmp_path: Path) -> N
     page = extract_text_page(_write(tmp_path, text_pdf(words=WORDS)), 0, dpi=144)
     assert page is not None and page.blocks
     for block in page.blocks:
-        assert block.label == "text"
+        assert block.label in BLOCK_LABELS
         assert block.text
         x0, y0, x1, y1 = block.bbox
         assert 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1

@@ -191,10 +191,13 @@ async def test_single_page_result_names_the_page_size_and_scales_boxes_to_it(
     assert (result.number, result.width, result.height) == (5, 640, 480)
     assert result.markdown is not None
     assert result.markdown.startswith("# Page 640\u00d7480")
-    assert "![image](page-5-image-1)" in result.markdown
     assert "<|" not in result.markdown
-    assert [b.label for b in result.blocks] == ["title", "text", "image"]
-    assert result.blocks[2].bbox_px == [0, 288, 640, 480]
+    assert [b.label for b in result.blocks] == [
+        *("page_header", "page_number", "title", "heading", "text", "table"),
+        *("figure", "caption"),
+    ]
+    [figure] = [b for b in result.blocks if b.label == "figure"]
+    assert figure.bbox_px == [0, 288, 640, 480]
     assert output.segments == []
     assert result.truncated is False
     assert output.usage.requests == 1
@@ -440,7 +443,8 @@ async def test_deepseek_profile_reads_a_999_scale_from_a_deepseek_server(
 
     assert request["vllm_xargs"]["window_size"] == 90
     # The figure reaches the far corner: 999/999 of the page, not 999/1000 of it.
-    assert output.pages[0].blocks[2].bbox_px == [0, 288, 640, 480]
+    [figure] = [b for b in output.pages[0].blocks if b.label == "figure"]
+    assert figure.bbox_px == [0, 288, 640, 480]
 
 
 # --- against a canned HTTP server (statuses the fake does not produce) ----------------------

@@ -9,6 +9,7 @@ from typing import Any
 
 from litestar.testing import TestClient
 
+from ocrq.producer.jobs.outputs import FORMATS
 from ocrq.producer.ui import STATIC_DIR
 
 REQUIRED_DIRECTIVES = (
@@ -17,6 +18,24 @@ REQUIRED_DIRECTIVES = (
     "img-src 'self' blob: data:",
     "connect-src 'self'",
 )
+
+
+# What would parse a string as markup: a result's text (the document's, untrusted) must
+# only ever reach the page as textContent or as an attribute of an element made by script.
+MARKUP_SINKS = ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "DOMParser")
+
+
+class MenuFormats(HTMLParser):
+    """The result formats the page's downloads menu offers (its buttons' data-format)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.formats: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        named = dict(attrs)
+        if tag == "button" and named.get("data-format"):
+            self.formats.append(named["data-format"] or "")
 
 
 class InlineCode(HTMLParser):
@@ -122,3 +141,17 @@ def test_the_api_and_swagger_keep_their_own_headers(api: TestClient[Any]) -> Non
     # Swagger UI runs inline scripts: the page's policy must not reach it.
     assert "content-security-policy" not in api.get("/schema/swagger").headers
     assert "content-security-policy" not in api.get("/healthz").headers
+
+
+def test_no_module_parses_text_as_markup() -> None:
+    for module in (STATIC_DIR / "ui").glob("*.js"):
+        code = module.read_text()
+        assert [sink for sink in MARKUP_SINKS if sink in code] == [], module.name
+
+
+def test_the_downloads_menu_offers_every_result_format_the_api_serves(
+    api: TestClient[Any],
+) -> None:
+    menu = MenuFormats()
+    menu.feed(api.get("/ui").text)
+    assert sorted(menu.formats) == sorted(FORMATS)

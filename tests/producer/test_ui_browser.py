@@ -1,4 +1,5 @@
-"""The web page in a real browser against a real stack: upload, follow, view the boxes.
+"""The web page in a real browser against a real stack: upload, follow, view the boxes,
+their labels, a table's grid and a figure's image, and every download.
 
 Chromium (Debian's ``chromium`` package) driven by Playwright; the page runs under the
 producer's CSP, and any violation it logs fails the test. Screenshots go to
@@ -18,11 +19,12 @@ from typing import Any
 
 import httpx
 import pytest
-from support.documents import scanned_pdf, text_png
+from support.documents import scanned_pdf, text_pdf, text_png
 from support.processes import stop
 from support.services import start_producer
 from support.stack import Stack
 
+from ocrq.shared.schemas import BLOCK_LABELS, FURNITURE
 from ocrq.shared.settings import Settings
 
 playwright_sync = pytest.importorskip(
@@ -31,6 +33,16 @@ playwright_sync = pytest.importorskip(
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 TOLERANCE_PX = 1.5
+KEY = "key-acme"
+# The downloads menu's buttons and the result format each one fetches.
+MENU_FORMATS = {
+    "dl-md": ("markdown", "md"),
+    "dl-json": ("json", "json"),
+    "dl-html": ("html", "html"),
+    "dl-text": ("text", "txt"),
+    "dl-chunks": ("chunks", "ndjson"),
+    "dl-pdf": ("pdf", "pdf"),
+}
 
 
 def chromium_path() -> str | None:
@@ -114,7 +126,7 @@ def assert_boxes_match(page: Any, blocks: list[dict[str, Any]]) -> None:
     """Each block with a bbox is one box, where bbox x the displayed page puts it."""
     frame = page.locator("#page").bounding_box()
     boxed = [(i, b) for i, b in enumerate(blocks) if len(b.get("bbox") or []) == 4]
-    assert boxed, "the fake vLLM always returns boxes"
+    assert boxed, "the fake vLLM and the text layer always give boxes"
     boxes = page.locator("#boxes .box")
     assert boxes.count() == len(boxed)
     for i, block in boxed:
@@ -162,11 +174,36 @@ def assert_hover_links_box_and_text(page: Any, blocks: list[dict[str, Any]]) -> 
     assert page.locator("#boxes .box.hl").get_attribute("data-i") == str(other)
 
 
-def result_of(api: str, job_id: str) -> dict[str, Any]:
-    r = httpx.get(f"{api}/v1/jobs/{job_id}/result", timeout=30)
-    assert r.status_code == 200, r.text
-    body: dict[str, Any] = r.json()
+def result_of(api: str, job_id: str, key: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = fetched(api, f"/v1/jobs/{job_id}/result", key).json()
     return body
+
+
+def fetched(api: str, path: str, key: str | None = None) -> httpx.Response:
+    """What the API itself answers for `path`: what the page's download must equal."""
+    headers = {"x-api-key": key} if key else {}
+    r = httpx.get(f"{api}{path}", headers=headers, timeout=60)
+    assert r.status_code == 200, (path, r.status_code, r.text[:300])
+    return r
+
+
+def downloaded(page: Any, selector: str) -> tuple[str, bytes]:
+    """Click `selector` and catch the download it starts: its file name and bytes."""
+    with page.expect_download() as download:
+        page.locator(selector).click()
+    return download.value.suggested_filename, Path(download.value.path()).read_bytes()
+
+
+def from_menu(page: Any, selector: str) -> tuple[str, bytes]:
+    """Open the downloads menu and take one of its items."""
+    page.locator("#downloads summary").click()
+    return downloaded(page, selector)
+
+
+def label_name(block: dict[str, Any]) -> str:
+    """What the page calls a block: its label in words, and a heading's level."""
+    name = block["label"].replace("_", " ")
+    return f"{name} {block['level']}" if block["label"] == "heading" else name
 
 
 def job_row(page: Any, name: str) -> Any:
@@ -199,8 +236,8 @@ def test_uploaded_files_show_live_status_and_their_boxes_over_the_pages(
     assert_drawn_from_the_file(page, pdf["pages"][0])
     assert_boxes_match(page, pdf["pages"][0]["blocks"])
     assert_hover_links_box_and_text(page, pdf["pages"][0]["blocks"])
-    legend = page.locator("#legend").inner_text()
-    assert all(b["label"] in legend for b in pdf["pages"][0]["blocks"])
+    legend = page.locator("#legend li").evaluate_all("items => items.map((i) => i.dataset.label)")
+    assert set(legend) == {b["label"] for p in pdf["pages"] for b in p["blocks"]}
     page.screenshot(path=str(artifacts / "pdf-page-1.png"), full_page=True)
     page.locator("#next").click()
     rendered(page, 2, "image")
@@ -231,9 +268,11 @@ def test_a_job_opened_by_id_shows_its_boxes_on_a_blank_page_of_its_size(
     assert abs(frame["width"] / frame["height"] - first["width"] / first["height"]) < 0.01
     assert_boxes_match(page, first["blocks"])
     assert_hover_links_box_and_text(page, first["blocks"])
-    with page.expect_download() as markdown:
-        page.locator("#dl-md").click()
-    assert Path(markdown.value.path()).read_text() == result["markdown"]
+    _, markdown = from_menu(page, "#dl-md")
+    assert markdown == fetched(stack.api, f"/v1/jobs/{job_id}/result?format=markdown").content
+    assert markdown.decode().strip()
+    # No searchable PDF was asked for: the menu does not offer one.
+    assert page.locator("#dl-pdf").get_attribute("hidden") is not None
     page.screenshot(path=str(artifacts / "blank-page.png"), full_page=True)
     console.assert_clean(artifacts / "console-blank.txt")
 
@@ -270,17 +309,165 @@ def test_with_api_keys_the_page_asks_for_one_and_sends_it(settings: Settings, br
     try:
         page, console = open_page(browser, f"{url}/ui")
         assert page.locator("#key-form").is_visible()
-        page.fill("#api-key", "key-acme")
+        page.fill("#api-key", KEY)
         page.locator("#key-form button").click()
-        assert page.evaluate("sessionStorage.getItem('ocrq.apiKey')") == "key-acme"
+        assert page.evaluate("sessionStorage.getItem('ocrq.apiKey')") == KEY
         assert page.evaluate("localStorage.length") == 0
         drop_file(page, "line.png", "image/png", text_png())
         row = job_row(page, "line.png")
         row.locator(".status.queued").wait_for(timeout=10_000)  # no worker: it stays queued
         job_id = row.get_attribute("data-id")
-        r = httpx.get(f"{url}/v1/jobs/{job_id}", headers={"x-api-key": "key-acme"}, timeout=10)
+        r = httpx.get(f"{url}/v1/jobs/{job_id}", headers={"x-api-key": KEY}, timeout=10)
         assert r.status_code == 200 and r.json()["filename"] == "line.png"
+        assert row.locator(".options").inner_text() == ""  # the defaults: nothing to say
         console.assert_clean()
         page.close()  # its live stream would hold the producer's shutdown
+    finally:
+        stop(proc)
+
+
+def test_the_upload_options_go_with_the_job_and_bad_pages_are_refused_at_once(
+    settings: Settings, browser: Any
+) -> None:
+    proc, url = start_producer(settings.store.redis_url, api_keys=f"acme:{KEY}")
+    try:
+        page, console = open_page(browser, f"{url}/ui")
+        page.fill("#api-key", KEY)
+        page.locator("#key-form button").click()
+        page.fill("#opt-pages", "2-")
+        drop_file(page, "line.png", "image/png", text_png())
+        assert "Pages" in page.locator("#notice.error").inner_text()
+        assert page.locator("li.job").count() == 0  # nothing was sent
+        page.fill("#opt-pages", "1-3,7")
+        page.check("#opt-keep-furniture")
+        page.check("#opt-searchable-pdf")
+        drop_file(page, "seven.pdf", "application/pdf", text_pdf(pages=7))
+        row = job_row(page, "seven.pdf")
+        row.locator(".status.queued").wait_for(timeout=10_000)
+        assert row.locator(".options").inner_text() == "pages 1-3,7, headers kept, PDF kept"
+        view = fetched(url, f"/v1/jobs/{row.get_attribute('data-id')}", KEY).json()
+        assert view["options"]["pages"] == "1-3,7"
+        assert view["options"]["keep_headers_footers"] is True
+        assert view["options"]["searchable_pdf"] is True
+        console.assert_clean()
+        page.close()  # its live stream would hold the producer's shutdown
+    finally:
+        stop(proc)
+
+
+def assert_legend_names_every_label(page: Any, result: dict[str, Any]) -> None:
+    """One legend entry per label the result holds, in the vocabulary's order, counted."""
+    blocks = [b for p in result["pages"] for b in p["blocks"]]
+    labels = [label for label in BLOCK_LABELS if any(b["label"] == label for b in blocks)]
+    items = page.locator("#legend li")
+    assert items.evaluate_all("items => items.map((i) => i.dataset.label)") == labels
+    for label in labels:
+        count = sum(b["label"] == label for b in blocks)
+        entry = page.locator(f'#legend li[data-label="{label}"]')
+        assert entry.inner_text().strip() == f"{label.replace('_', ' ')} ({count})"
+        dashed = entry.locator(".swatch").evaluate("s => getComputedStyle(s).borderTopStyle")
+        assert (dashed == "dashed") == (label in FURNITURE), label
+
+
+def assert_boxes_are_named_and_selectable(page: Any, blocks: list[dict[str, Any]]) -> None:
+    """Each box says its label (and level) on hover; a click selects it and its text."""
+    for i, block in enumerate(blocks):
+        if len(block.get("bbox") or []) != 4:
+            continue  # no box to name (assert_boxes_match counts them)
+        box = page.locator(f'#boxes .box[data-i="{i}"]')
+        assert box.get_attribute("title") == label_name(block)
+        style = box.evaluate("b => getComputedStyle(b).borderTopStyle")
+        assert (style == "dashed") == (block["label"] in FURNITURE), block
+    h = next(i for i, b in enumerate(blocks) if b["label"] == "heading")
+    box = page.locator(f'#boxes .box[data-i="{h}"]')
+    box.hover()
+    chip = box.evaluate("b => getComputedStyle(b, '::before').content")
+    assert chip == f'"{label_name(blocks[h])}"'
+    box.click()
+    assert page.locator("#text .block.selected").get_attribute("data-i") == str(h)
+    assert page.locator("#boxes .box.selected").get_attribute("data-i") == str(h)
+    assert label_name(blocks[h]) in page.locator("#selection").inner_text()
+    page.keyboard.press("Escape")
+    assert page.locator("#boxes .box.selected").count() == 0
+
+
+def assert_table_panel_is_the_grid(page: Any, api: str, job_id: str, blocks: list[Any]) -> None:
+    """The first table's panel: its cells as a table, header cells as <th>, and its CSV."""
+    t = next(i for i, b in enumerate(blocks) if b["label"] == "table" and b.get("table"))
+    table = blocks[t]["table"]
+    grid = page.locator(f'#text .block[data-i="{t}"] table.grid')
+    assert grid.locator("tr").count() == table["rows"]
+    assert grid.locator("th").count() == sum(bool(c.get("header")) for c in table["cells"])
+    cells = sorted(table["cells"], key=lambda c: (c["row"], c["col"]))
+    expected = [c["text"].strip() for c in cells if c["text"].strip()]
+    shown = [text.strip() for text in grid.locator("td, th").all_inner_texts() if text.strip()]
+    assert shown == expected
+    n = sum(b["label"] == "table" for b in blocks[: t + 1])  # the first page: no table before
+    name, csv = downloaded(page, f'#text .block[data-i="{t}"] a.csv')
+    assert name == f"report-table-{n}.csv"
+    assert csv == fetched(api, f"/v1/jobs/{job_id}/tables/{n}.csv", KEY).content
+
+
+def assert_figures_are_shown_and_offered(page: Any, api: str, job_id: str, result: Any) -> None:
+    """A figure's thumbnail comes from the images route; the menu offers every image."""
+    blocks = result["pages"][0]["blocks"]
+    f = next(i for i, b in enumerate(blocks) if b["label"] == "figure" and b.get("image"))
+    assert blocks[f]["image"] in result["images"]
+    page.wait_for_function(
+        """(i) => {
+            const image = document.querySelector(`#text .block[data-i="${i}"] img.thumb`);
+            return image && image.complete && image.naturalWidth > 0;
+        }""",
+        arg=f,
+    )
+    assert (
+        page.locator(f'#text .block[data-i="{f}"] img.thumb')
+        .get_attribute("src")
+        .startswith("blob:")
+    )  # fetched with the key: an <img src> of the route itself could not send it
+    for image in result["images"]:
+        name, data = from_menu(page, f'#dl-figures button[data-image="{image}"]')
+        assert name == f"report-{image}"
+        assert data == fetched(api, f"/v1/jobs/{job_id}/images/{image}", KEY).content
+
+
+def assert_every_format_downloads_as_the_api_serves_it(page: Any, api: str, job_id: str) -> None:
+    for button, (fmt, ext) in MENU_FORMATS.items():
+        name, data = from_menu(page, f"#{button}")
+        assert name == f"report.{ext}"
+        assert data == fetched(api, f"/v1/jobs/{job_id}/result?format={fmt}", KEY).content, fmt
+
+
+def test_labels_tables_figures_and_every_download_with_an_api_key(
+    stack: Stack, settings: Settings, browser: Any, artifacts: Path
+) -> None:
+    stack.start_worker()  # it reads the keyed producer's jobs too: one Redis
+    proc, url = start_producer(settings.store.redis_url, api_keys=f"acme:{KEY}")
+    try:
+        page, console = open_page(browser, f"{url}/ui")
+        page.fill("#api-key", KEY)
+        page.locator("#key-form button").click()
+        page.check("#opt-searchable-pdf")
+        scan = {"name": "report.pdf", "mimeType": "application/pdf", "buffer": scanned_pdf()}
+        page.set_input_files("#file-input", files=[scan])
+        row = job_row(page, "report.pdf")
+        row.locator(".status.done").wait_for(timeout=90_000)
+        job_id = row.get_attribute("data-id")
+        result = result_of(url, job_id, KEY)
+        blocks = result["pages"][0]["blocks"]
+        # The fake model reads a page as every kind of block, a table with spans among them.
+        assert {"title", "heading", "table", "figure"} <= {b["label"] for b in blocks}
+        assert result["searchable_pdf"] is True
+        row.locator(".open").click()
+        rendered(page, 1, "image")
+        assert_boxes_match(page, blocks)
+        assert_legend_names_every_label(page, result)
+        assert_boxes_are_named_and_selectable(page, blocks)
+        assert_table_panel_is_the_grid(page, url, job_id, blocks)
+        assert_figures_are_shown_and_offered(page, url, job_id, result)
+        page.screenshot(path=str(artifacts / "labels-tables-figures.png"), full_page=True)
+        assert_every_format_downloads_as_the_api_serves_it(page, url, job_id)
+        console.assert_clean(artifacts / "console-structure.txt")
+        page.close()
     finally:
         stop(proc)

@@ -71,11 +71,10 @@ def read_script(source: str) -> Touched:
         args = call_args(call[0], len("event("))
         if len(args) >= 3 and literal(args[2]) is not None:
             found.statuses.add(str(literal(args[2])))
-    found.event_keys = set(re.findall(r"(\w+)\s*=", _table(code)))
+    found.event_keys = {k for table in _tables(code) for k in re.findall(r"(\w+)\s*=", table)}
     return found
 
 
-def _table(code: str) -> str:
-    """The table literal a script passes to cjson.encode ('' when none)."""
-    match = re.search(r"cjson\.encode\(\{([^}]*)\}\)", code)
-    return match[1] if match else ""
+def _tables(code: str) -> list[str]:
+    """The table literals a script passes to cjson.encode."""
+    return re.findall(r"cjson\.encode\(\{([^}]*)\}\)", code)

@@ -72,22 +72,55 @@ export async function config() {
   return (await call("/ui/config")).json();
 }
 
+// Job options as query parameters, the way a raw upload takes them; only those set are sent
+// (`options`: {pages, keep_headers_footers, searchable_pdf}, as JobOptions names them).
+function optionQuery(options = {}) {
+  const query = new URLSearchParams();
+  if (options.pages) query.set("pages", options.pages);
+  if (options.keep_headers_footers) query.set("keep_headers_footers", "true");
+  if (options.searchable_pdf) query.set("searchable_pdf", "true");
+  return query;
+}
+
 // The file as the raw body: its bytes decide its type, so the declared type is left generic.
-export function submitJob(file) {
-  const query = new URLSearchParams({ filename: file.name });
+export function submitJob(file, options) {
+  const query = optionQuery(options);
+  query.set("filename", file.name);
   return uploads.run(async () => (await call(`/v1/jobs?${query}`, {
     method: "POST", body: file, headers: { "Content-Type": "application/octet-stream" },
   })).json());
 }
 
-export function submitZip(file) {
-  return uploads.run(async () => (await call("/v1/batches", {
+// A ZIP as one batch: the options apply to every job of it.
+export function submitZip(file, options) {
+  const query = optionQuery(options);
+  const path = String(query) ? `/v1/batches?${query}` : "/v1/batches";
+  return uploads.run(async () => (await call(path, {
     method: "POST", body: file, headers: { "Content-Type": "application/zip" },
   })).json());
 }
 
 export async function result(jobId) {
   return (await call(`/v1/jobs/${encodeURIComponent(jobId)}/result`)).text();
+}
+
+// The paths of a job's outputs: a format of its result, a table as CSV (n counts the table
+// blocks from 1 in reading order), a figure's image (its name as the result gives it).
+export function resultPath(jobId, format) {
+  return `/v1/jobs/${encodeURIComponent(jobId)}/result?format=${encodeURIComponent(format)}`;
+}
+
+export function tablePath(jobId, n) {
+  return `/v1/jobs/${encodeURIComponent(jobId)}/tables/${n}.csv`;
+}
+
+export function imagePath(jobId, name) {
+  return `/v1/jobs/${encodeURIComponent(jobId)}/images/${encodeURIComponent(name)}`;
+}
+
+// A path's body as a Blob, fetched with the key: a plain link or <img src> could not send it.
+export async function blob(path) {
+  return (await call(path)).blob();
 }
 
 export async function batchJobs(batchId) {

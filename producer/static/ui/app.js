@@ -35,7 +35,31 @@ function failed(error) {
   }
 }
 
-// A row in the job list; `entry` is {id, name, file, status, done, total, error}.
+// The options the form sets for the next upload (JobOptions names), or null when the pages
+// field holds no valid range: the producer would refuse it, so it is said here at once.
+function chosenOptions() {
+  const pages = el("opt-pages");
+  if (!pages.checkValidity()) {
+    notify("Pages: a list of pages and ranges, such as 1-3,7.", true);
+    pages.focus();
+    return null;
+  }
+  return {
+    pages: pages.value.trim(),
+    keep_headers_footers: el("opt-keep-furniture").checked,
+    searchable_pdf: el("opt-searchable-pdf").checked,
+  };
+}
+
+// The options of a job as its row shows them: only those that differ from the defaults.
+function optionsNote(options) {
+  if (!options) return "";
+  return [options.pages && `pages ${options.pages}`,
+    options.keep_headers_footers && "headers kept", options.searchable_pdf && "PDF kept"]
+    .filter(Boolean).join(", ");
+}
+
+// A row in the job list; `entry` is {id, name, file, options, status, done, total, error}.
 function newRow(entry) {
   const li = document.createElement("li");
   li.className = "job";
@@ -46,7 +70,9 @@ function newRow(entry) {
   const status = document.createElement("span");
   const pages = document.createElement("span");
   pages.className = "pages";
-  meta.append(status, pages);
+  const options = document.createElement("span");
+  options.className = "options";
+  meta.append(status, pages, options);
   const error = document.createElement("span");
   error.className = "error";
   const open = document.createElement("button");
@@ -70,6 +96,7 @@ function render(entry) {
   status.className = `status ${entry.status}`;
   status.textContent = entry.status;
   li.querySelector(".pages").textContent = entry.total ? `${entry.done}/${entry.total} pages` : "";
+  li.querySelector(".options").textContent = optionsNote(entry.options);
   li.querySelector(".error").textContent = entry.error || "";
   li.querySelector(".open").disabled = entry.status !== "done";
 }
@@ -92,8 +119,8 @@ function track(entry) {
   api.watchJob(entry.id, (state) => update(entry, state)).catch(failed);
 }
 
-async function uploadOne(file) {
-  const entry = newRow({ id: null, name: file.name, file, status: "uploading" });
+async function uploadOne(file, options) {
+  const entry = newRow({ id: null, name: file.name, file, options, status: "uploading" });
   if (file.size > maxBytes) {
     // Refused here: a producer answers 413 before the body is sent, which a browser may
     // report as a failed upload rather than as the answer.
@@ -102,7 +129,7 @@ async function uploadOne(file) {
     return;
   }
   try {
-    const accepted = await api.submitJob(file);
+    const accepted = await api.submitJob(file, options);
     entry.id = accepted.id;
     update(entry, accepted);
     track(entry);
@@ -114,10 +141,10 @@ async function uploadOne(file) {
   }
 }
 
-async function uploadZip(file) {
+async function uploadZip(file, options) {
   const holder = newRow({ id: null, name: file.name, status: "uploading" });
   try {
-    const [batch, inside] = await Promise.all([api.submitZip(file),
+    const [batch, inside] = await Promise.all([api.submitZip(file, options),
       zipMembers(file).catch(() => [])]);
     holder.li.remove();
     const members = new Map();
@@ -129,7 +156,9 @@ async function uploadZip(file) {
         newRow({ id: null, name, status: "refused", error: `${item.code}: ${item.message}` });
         continue;
       }
-      const entry = newRow({ id: item.id, name, status: "queued", member: inside[item.index] });
+      const entry = newRow({
+        id: item.id, name, options, status: "queued", member: inside[item.index],
+      });
       entries.set(item.id, entry);
       members.set(item.id, entry);
     }
@@ -151,8 +180,10 @@ async function isZip(file) {
 
 async function upload(files) {
   notify("");
+  const options = chosenOptions();
+  if (!options) return;
   await Promise.all([...files].map(async (file) =>
-    ((await isZip(file)) ? uploadZip(file) : uploadOne(file))));
+    ((await isZip(file)) ? uploadZip(file, options) : uploadOne(file, options))));
 }
 
 // The file a job came from: the one dropped, or its member of a dropped ZIP, unpacked now.

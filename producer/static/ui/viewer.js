@@ -1,41 +1,11 @@
-// The result viewer: the page with every grounding block drawn over it, the blocks' text
-// beside it, each linked to the other on hover; page navigation, copy and downloads.
+// The result viewer: the page with every block drawn over it in its label's colour, the
+// blocks beside it (tables as grids, figures as thumbnails), each linked to the other on
+// hover and on selection; page navigation, copy and the downloads menu.
 
+import { baseName, DownloadMenu, Images } from "./downloads.js";
+import { blockName, canonical, labelCounts, labelName, paint } from "./labels.js";
 import { drawPage } from "./pages.js";
-
-const COLOURS = {
-  title: "#d62728", sub_title: "#ff7f0e", text: "#1f77b4", table: "#2ca02c",
-  image: "#9467bd", figure: "#9467bd", equation: "#e377c2", list: "#17becf",
-  caption: "#bcbd22", header: "#8c564b", footer: "#8c564b",
-};
-const OTHER = "#7f7f7f";
-
-export function colourOf(label) {
-  return COLOURS[(label || "").toLowerCase()] || OTHER;
-}
-
-// Colour custom properties on an element: the outline, a light fill, a stronger highlight.
-function paint(element, label) {
-  const colour = colourOf(label);
-  element.style.setProperty("--c", colour);
-  element.style.setProperty("--fill", `${colour}1a`);
-  element.style.setProperty("--strong", `${colour}55`);
-}
-
-function hasBox(block) {
-  return Array.isArray(block.bbox) && block.bbox.length === 4;
-}
-
-function download(name, type, text) {
-  const url = URL.createObjectURL(new Blob([text], { type }));
-  const link = document.createElement("a");
-  link.href = url;
-  link.download = name;
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
-}
+import { blockItem, hasBox, tableNumbers } from "./panels.js";
 
 // Scroll the text pane (only it: the page must not move under the mouse) to show `item`.
 function reveal(item, pane) {
@@ -45,25 +15,20 @@ function reveal(item, pane) {
   else if (inner.bottom > outer.bottom) pane.scrollTop += inner.bottom - outer.bottom;
 }
 
-function baseName(name) {
-  return (name || "result").replace(/\.[^./]+$/, "") || "result";
-}
-
 export class Viewer {
   constructor(notify) {
     this.notify = notify;
     this.el = Object.fromEntries(["viewer", "doc-name", "prev", "next", "page-label", "copy-md",
-      "dl-md", "dl-json", "legend", "page", "page-canvas", "boxes", "page-note", "warnings",
+      "legend", "selection", "page", "page-canvas", "boxes", "page-note", "warnings",
       "text", "markdown", "tab-blocks", "tab-markdown"].map((id) => [id, document.getElementById(id)]));
     this.index = 0;
     this.renders = 0;
+    this.selected = null;
+    this.images = new Images();
+    this.downloads = new DownloadMenu(notify);
     this.el.prev.addEventListener("click", () => this.go(this.index - 1));
     this.el.next.addEventListener("click", () => this.go(this.index + 1));
     this.el["copy-md"].addEventListener("click", () => this.copy());
-    this.el["dl-md"].addEventListener("click", () =>
-      download(`${baseName(this.entry.name)}.md`, "text/markdown", this.result.markdown));
-    this.el["dl-json"].addEventListener("click", () =>
-      download(`${baseName(this.entry.name)}.json`, "application/json", this.raw));
     this.el["tab-blocks"].addEventListener("click", () => this.tab(false));
     this.el["tab-markdown"].addEventListener("click", () => this.tab(true));
     this.link(this.el.boxes, ".box", this.el.text, ".block");
@@ -72,10 +37,12 @@ export class Viewer {
       if (this.el.viewer.hidden || event.target.closest("input")) return;
       if (event.key === "ArrowLeft") this.go(this.index - 1);
       if (event.key === "ArrowRight") this.go(this.index + 1);
+      if (event.key === "Escape") this.select(null);
     });
   }
 
-  // Hovering an item of `from` highlights it and its partner in `to` (same data-i).
+  // Hovering an item of `from` highlights it and its partner in `to` (same data-i); a click
+  // selects the pair until another click (or Escape) changes it.
   link(from, selector, to, partnerSelector) {
     from.addEventListener("pointerover", (event) => {
       const item = event.target.closest(selector);
@@ -84,13 +51,36 @@ export class Viewer {
       if (partner && partner.classList.contains("block")) reveal(partner, to);
     });
     from.addEventListener("pointerleave", () => this.highlight(null));
+    from.addEventListener("click", (event) => {
+      if (event.target.closest("a")) return; // a download link: not a selection
+      const item = event.target.closest(selector);
+      if (item) this.select(item.dataset.i === this.selected ? null : item.dataset.i);
+    });
   }
 
   highlight(i) {
-    for (const el of document.querySelectorAll("#boxes .hl, #text .hl")) el.classList.remove("hl");
+    this.mark("hl", i);
+  }
+
+  // The selected block: marked on the page and beside it, named (label, level) in the bar.
+  select(i) {
+    this.selected = i;
+    this.mark("selected", i);
+    const page = this.result && this.result.pages[this.index];
+    const block = i === null || !page ? null : page.blocks[Number(i)];
+    this.el.selection.textContent = block
+      ? `Selected: ${blockName(block)} (block ${Number(i) + 1} of page ${page.number})` : "";
+    const item = i === null ? null : this.el.text.querySelector(`.block[data-i="${i}"]`);
+    if (item) reveal(item, this.el.text);
+  }
+
+  mark(name, i) {
+    for (const el of document.querySelectorAll(`#boxes .${name}, #text .${name}`)) {
+      el.classList.remove(name);
+    }
     if (i === null) return;
     for (const el of document.querySelectorAll(`#boxes [data-i="${i}"], #text [data-i="${i}"]`)) {
-      el.classList.add("hl");
+      el.classList.add(name);
     }
   }
 
@@ -100,6 +90,12 @@ export class Viewer {
     this.raw = raw;
     this.result = JSON.parse(raw);
     this.source = source;
+    this.images.forJob(entry.id);
+    this.job = {
+      id: entry.id, base: baseName(entry.name), images: this.images,
+      tableNumbers: tableNumbers(this.result), notify: this.notify,
+    };
+    this.downloads.show(entry, this.result);
     this.el.viewer.hidden = false;
     this.el["doc-name"].textContent = entry.name || entry.id;
     this.el["doc-name"].title = entry.id;
@@ -107,23 +103,23 @@ export class Viewer {
     await this.go(0);
   }
 
+  // One entry per label the result holds, with its count, in the vocabulary's order.
   legend() {
-    const counts = new Map();
-    for (const page of this.result.pages) {
-      for (const block of page.blocks) counts.set(block.label, (counts.get(block.label) || 0) + 1);
-    }
-    this.el.legend.replaceChildren(...[...counts].map(([label, count]) => {
+    const blocks = this.result.pages.flatMap((page) => page.blocks);
+    this.el.legend.replaceChildren(...labelCounts(blocks).map(([label, count]) => {
       const item = document.createElement("li");
+      item.dataset.label = label;
       const swatch = document.createElement("span");
       swatch.className = "swatch";
       paint(swatch, label);
-      item.append(swatch, `${label} (${count})`);
+      item.append(swatch, `${labelName(label)} (${count})`);
       return item;
     }));
   }
 
   async go(index) {
     const pages = this.result.pages;
+    this.select(null);
     if (!pages.length) {
       this.el["page-label"].textContent = "no pages";
       this.el.text.replaceChildren();
@@ -163,6 +159,7 @@ export class Viewer {
   }
 
   // Boxes as percentages of the page: they stay on their text at any displayed size.
+  // data-label is the block's label as the result has it; data-name what the box shows.
   boxes(page) {
     this.el.boxes.replaceChildren(...page.blocks.flatMap((block, i) => {
       if (!hasBox(block)) return [];
@@ -171,7 +168,9 @@ export class Viewer {
       box.className = "box";
       box.dataset.i = String(i);
       box.dataset.label = block.label;
-      box.title = block.label;
+      box.dataset.kind = canonical(block.label);
+      box.dataset.name = blockName(block);
+      box.title = blockName(block);
       paint(box, block.label);
       Object.assign(box.style, {
         left: `${x1 * 100}%`, top: `${y1 * 100}%`,
@@ -183,19 +182,7 @@ export class Viewer {
 
   texts(page) {
     this.el.warnings.textContent = (page.warnings || []).join(" ");
-    this.el.text.replaceChildren(...page.blocks.map((block, i) => {
-      const item = document.createElement("div");
-      item.className = hasBox(block) ? "block" : "block nobox";
-      item.dataset.i = String(i);
-      paint(item, block.label);
-      const tag = document.createElement("span");
-      tag.className = "tag";
-      tag.textContent = block.label;
-      const text = document.createElement("p");
-      text.textContent = block.text;
-      item.append(tag, text);
-      return item;
-    }));
+    this.el.text.replaceChildren(...page.blocks.map((block, i) => blockItem(block, i, this.job)));
     this.el.markdown.textContent = page.markdown ?? this.segmentOf(page) ?? "";
     if (!page.blocks.length) this.tab(true);
   }
@@ -219,7 +206,7 @@ export class Viewer {
       await navigator.clipboard.writeText(this.result.markdown);
       this.notify("Markdown copied.");
     } catch {
-      this.notify("The browser refused the clipboard: use Download .md instead.", true);
+      this.notify("The browser refused the clipboard: use Download, Markdown instead.", true);
     }
   }
 }

@@ -1,0 +1,20 @@
+"""A recognised word as the layout steps for scans read it."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ocrq.consumer.layout.structure import Rect
+
+
+class ReadWord(NamedTuple):
+    """A recognised word (or line) in page pixels, its confidence and the engine line it is on."""
+
+    text: str
+    box: Rect
+    confidence: float  # 0..1
+    line: int  # the engine's line number: words of one line share it
+    # The line's font size and baseline in pixels where the engine measures them (Tesseract's
+    # row height does not shrink on a line without descenders, as its box does); 0: unknown.
+    size: float = 0.0
+    baseline: float = 0.0

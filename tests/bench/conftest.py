@@ -1,0 +1,21 @@
+"""`bench` made importable by its path alone: it is run from the root, never installed.
+
+Putting the root on sys.path would do it too, but would also let a bare `import shared` pass,
+which tests/test_packaging.py keeps failing on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+if "bench" not in sys.modules:
+    spec = importlib.util.spec_from_file_location(
+        "bench", BENCH / "__init__.py", submodule_search_locations=[str(BENCH)]
+    )
+    assert spec is not None and spec.loader is not None
+    sys.modules["bench"] = module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)

@@ -1,0 +1,153 @@
+"""Figures on scanned pages: pictures without words become figure blocks, with captions."""
+# mypy: disable-error-code="no-untyped-call"
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.tesseract import TesseractEngine
+from ocrq.consumer.layout.scan_figures import find_figures
+from ocrq.consumer.layout.scanned import ReadWord
+from ocrq.shared.schemas import Page
+from ocrq.shared.settings import load_settings
+
+PX_PER_PT = 200 / 72
+
+
+def _overlap(a: list[int], b: tuple[float, ...]) -> float:
+    """Intersection over union of two boxes."""
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - w * h
+    return w * h / union
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[TesseractEngine]:
+    """One one-process Tesseract engine for the module."""
+    tesseract = TesseractEngine(load_settings({}, local_workers=1))
+    asyncio.run(tesseract.warm_up())
+    yield tesseract
+    asyncio.run(tesseract.aclose())
+
+
+async def _read(engine: TesseractEngine, path: Path) -> Page:
+    with Image.open(path) as image:
+        width, height = image.size
+    scan = PageImage(number=1, path=str(path), media_type="image/png", width=width, height=height)
+    [page] = (await engine.recognise([scan])).pages
+    return page
+
+
+@pytest.mark.parametrize("name", ["chart_and_photo", "logo_and_stamp"])
+async def test_pictures_without_words_become_figures_where_they_lie(
+    engine: TesseractEngine,
+    scans: dict[str, Path],
+    drawn_figures: dict[str, list[tuple[float, float, float, float]]],
+    name: str,
+) -> None:
+    page = await _read(engine, scans[name])
+
+    figures = [b.bbox_px for b in page.blocks if b.label == "figure"]
+    assert len(figures) == len(drawn_figures[name])
+    for drawn in drawn_figures[name]:
+        expected = tuple(v * PX_PER_PT for v in drawn)
+        assert max(_overlap(found, expected) for found in figures) > 0.6
+
+
+async def test_captions_below_figures_are_labelled_and_follow_their_figure(
+    engine: TesseractEngine, scans: dict[str, Path]
+) -> None:
+    page = await _read(engine, scans["chart_and_photo"])
+
+    labels = [b.label for b in page.blocks]
+    captions = [b.text for b in page.blocks if b.label == "caption"]
+    assert captions == ["Figure 1: Vessels per quarter.", "Fig. 2: The inner basin at dawn."]
+    assert labels.count("figure") == 2
+    for i, label in enumerate(labels):
+        if label == "caption":
+            assert labels[i - 1] == "figure"
+    assert labels[0] == "heading" and labels[-1] == "text"
+
+
+async def test_words_inside_a_chart_are_not_body_text(
+    engine: TesseractEngine, scans: dict[str, Path]
+) -> None:
+    page = await _read(engine, scans["chart_and_photo"])
+
+    body = " ".join(b.text for b in page.blocks if b.label != "figure")
+    assert "Q3" not in body and "Q4" not in body
+    assert "harbour authority" in body
+
+
+@pytest.mark.parametrize("name", ["text_only", "two_column", "bulleted_list", "unruled_table"])
+async def test_pages_of_text_and_tables_have_no_figure(
+    engine: TesseractEngine, scans: dict[str, Path], name: str
+) -> None:
+    page = await _read(engine, scans[name])
+
+    assert [b for b in page.blocks if b.label == "figure"] == []
+
+
+async def test_a_ruled_table_stays_a_table_not_a_figure(
+    engine: TesseractEngine, report_scan: Path, report_picture: tuple[float, ...]
+) -> None:
+    page = await _read(engine, report_scan)
+
+    [table] = [b for b in page.blocks if b.label == "table"]
+    assert table.table is not None and (table.table.rows, table.table.cols) == (4, 3)
+    [figure] = [b.bbox_px for b in page.blocks if b.label == "figure"]
+    assert _overlap(figure, tuple(v * PX_PER_PT for v in report_picture)) > 0.8
+
+
+def _page(tmp_path: Path, box: tuple[int, int, int, int]) -> str:
+    path = tmp_path / "page.png"
+    image = Image.new("L", (1000, 1400), 250)
+    ImageDraw.Draw(image).rectangle(box, fill=90)
+    image.save(path)
+    return str(path)
+
+
+def test_a_dark_region_with_no_words_is_a_figure(tmp_path: Path) -> None:
+    path = _page(tmp_path, (200, 300, 600, 600))
+
+    [figure] = find_figures(path, [])
+
+    assert figure == pytest.approx((200, 300, 600, 600), abs=8)
+
+
+def test_a_region_the_engine_read_as_words_is_no_figure(tmp_path: Path) -> None:
+    path = _page(tmp_path, (200, 300, 600, 600))
+    words = [
+        ReadWord("ink", (200.0, y, 600.0, min(y + 30.0, 601.0)), 0.9, k)
+        for k, y in enumerate(range(300, 601, 30))
+    ]
+
+    assert find_figures(path, words) == []
+
+
+def test_rules_and_small_specks_are_no_figures(tmp_path: Path) -> None:
+    path = _page(tmp_path, (100, 700, 900, 706))  # a horizontal rule
+    with Image.open(path) as image:
+        ImageDraw.Draw(image).rectangle((50, 50, 80, 80), fill=0)  # a speck
+        image.save(path)
+
+    assert find_figures(path, []) == []
+
+
+def test_a_forms_dotted_entry_fields_are_no_figure(tmp_path: Path) -> None:
+    path = tmp_path / "form.png"
+    image = Image.new("L", (1000, 1400), 255)
+    draw = ImageDraw.Draw(image)
+    for x in range(100, 900, 8):  # comb fields: a dot every 8 px, rows 30 px apart
+        for y in range(300, 700, 30):
+            draw.point((x, y), fill=60)
+    image.save(path)
+
+    assert find_figures(str(path), []) == []

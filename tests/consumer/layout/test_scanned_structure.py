@@ -1,0 +1,86 @@
+"""Scanned pages come back structured too: the engine's words laid out by the layout model."""
+# mypy: disable-error-code="no-untyped-call"
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from collections.abc import Iterator
+from itertools import groupby
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from ocrq.consumer.engines.base import PageImage
+from ocrq.consumer.engines.tesseract import TesseractEngine
+from ocrq.consumer.layout.scanned import ReadWord, invisible_text_page, page_scale
+from ocrq.shared.settings import load_settings
+
+LINES = [
+    ["Harbour", "Traffic", "Report"],
+    ["The", "compilation", "took", "three", "months"],
+    ["Привет", "мир", "Café"],  # beyond Latin-1: the Unicode writer
+]
+
+
+def _words(tmp_path: Path) -> tuple[str, list[ReadWord]]:
+    """A blank 1000 x 1400 page image and words laid out in three lines."""
+    path = tmp_path / "blank.png"
+    Image.new("RGB", (1000, 1400), "white").save(path)
+    words = []
+    for line, texts in enumerate(LINES):
+        x, top = 100.0, 100.0 + 80 * line
+        for text in texts:
+            width = 22.0 * len(text)
+            words.append(ReadWord(text, (x, top, x + width, top + 40), 0.9, line))
+            x += width + 12
+    return str(path), words
+
+
+def test_words_round_trip_from_the_invisible_page_line_by_line(tmp_path: Path) -> None:
+    path, words = _words(tmp_path)
+    scale = page_scale(1000, 1400)
+    with invisible_text_page(path, 1000, 1400, words) as doc:
+        extracted = doc[0].get_text("words")
+    lines = [[w[4] for w in group] for _, group in groupby(extracted, key=lambda w: (w[5], w[6]))]
+    assert lines == LINES
+    for got, word in zip(extracted, words, strict=True):
+        x0, _, x1, _ = (v * scale for v in word.box)
+        assert got[0] == pytest.approx(x0, abs=1) and got[2] == pytest.approx(x1, abs=2)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[TesseractEngine]:
+    """One one-process Tesseract engine for the module."""
+    tesseract = TesseractEngine(load_settings({}, local_workers=1))
+    asyncio.run(tesseract.warm_up())
+    yield tesseract
+    asyncio.run(tesseract.aclose())
+
+
+async def test_tesseract_finds_title_heading_list_and_table_on_a_scan(
+    engine: TesseractEngine, report_scan: Path, report_table: list[list[str]]
+) -> None:
+    with Image.open(report_scan) as image:
+        size = image.size
+    scan = PageImage(
+        number=1, path=str(report_scan), media_type="image/png", width=size[0], height=size[1]
+    )
+
+    output = await engine.recognise([scan])
+
+    [page] = output.pages
+    labels = [b.label for b in page.blocks]
+    assert labels[:2] == ["title", "heading"]
+    assert page.blocks[0].text == "Harbour Traffic Report"
+    assert "list_item" in labels  # OCR reads bullets as "+" or "e": not every one is found
+    [table] = [b.table for b in page.blocks if b.label == "table"]
+    assert table is not None and (table.rows, table.cols) == (4, 3)
+    assert [[c.text for c in table.cells if c.row == r] for r in range(4)] == report_table
+    read = [b for b in page.blocks if b.label != "figure"]  # a picture has no text to be sure of
+    assert all(b.confidence is not None and 0 < b.confidence <= 1 for b in read)
+    words = output.words[1]
+    assert [w.text for w in words[:3]] == ["Harbour", "Traffic", "Report"]
+    assert all(0 <= w.box[0] < w.box[2] <= size[0] for w in words)
+    assert pickle.loads(pickle.dumps(output)) == output  # it crosses a process boundary
