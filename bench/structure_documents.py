@@ -144,6 +144,11 @@ def footer_band() -> pymupdf.Rect:
     return pymupdf.Rect(MARGIN, top, A4.width - MARGIN, top + FURNITURE_BAND)
 
 
+def body_band() -> pymupdf.Rect:
+    """The body's part of a page, full width: between the running header and the page number."""
+    return pymupdf.Rect(0, header_band().y1, A4.width, footer_band().y0)
+
+
 def laid_out_pdf(markdown: str, layout: Layout, pages: int) -> bytes:
     """The layout's pages: header, title (page 1), columns, footer saying page of `pages`."""
     title, body = split_title(markdown) if layout.columns > 1 else ("", markdown)

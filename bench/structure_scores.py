@@ -12,11 +12,12 @@ import bisect
 import re
 import statistics
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from bench.document_structure import FurnitureLine, GridCell, Heading, Structure, normalise
+from bench.edit_distance import levenshtein
 
 MATCH_THRESHOLD = 0.8
 SHINGLE_WORDS = 3  # words per anchor when locating a truth unit in the found text
@@ -116,31 +117,6 @@ def total(scores: Sequence[StructureScore]) -> StructureScore:
         edits=sum(s.edits for s in scores),
         chars=sum(s.chars for s in scores),
     )
-
-
-def levenshtein(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
-    """Exact edit distance, bit-parallel (Myers/Hyyrö) on Python ints, as bench/quality.py's."""
-    if len(a) < len(b):
-        a, b = b, a
-    if not b:
-        return len(a)
-    match_bits: dict[Hashable, int] = {}
-    for i, symbol in enumerate(b):
-        match_bits[symbol] = match_bits.get(symbol, 0) | (1 << i)
-    mask, top = (1 << len(b)) - 1, 1 << (len(b) - 1)
-    plus, minus, distance = mask, 0, len(b)
-    for symbol in a:
-        eq = match_bits.get(symbol, 0)
-        xv = eq | minus
-        xh = (((eq & plus) + plus) ^ plus) | eq
-        h_plus = minus | ~(xh | plus)
-        h_minus = plus & xh
-        distance += (h_plus & top != 0) - (h_minus & top != 0)
-        h_plus = ((h_plus << 1) | 1) & mask
-        h_minus = (h_minus << 1) & mask
-        plus = (h_minus | ~(xv | h_plus)) & mask
-        minus = h_plus & xv
-    return distance
 
 
 def ratio(part: float, whole: float) -> float:

@@ -18,7 +18,6 @@ from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.doubts import review_pages
 from ocrq.consumer.engines.base import Engine, EngineOutput, PageImage
 from ocrq.consumer.flow import PageFlow
-from ocrq.consumer.layout.figures import crop_figures
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.raster import Rasteriser
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -62,17 +61,6 @@ def remove_files(paths: list[str]) -> None:
     """Delete rendered pages as soon as the engine has them."""
     for path in paths:
         Path(path).unlink(missing_ok=True)
-
-
-def crop_page_figures(images: list[PageImage], pages: list[Page]) -> dict[str, bytes]:
-    """Each page's figure regions cropped from its rendering, keyed "images/<name>"."""
-    paths = {image.number: image.path for image in images}
-    files: dict[str, bytes] = {}
-    for page in pages:
-        if page.number in paths:
-            crops = crop_figures(paths[page.number], page)
-            files.update({f"images/{name}": data for name, data in crops.items()})
-    return files
 
 
 def files_size(images: list[PageImage]) -> int:
@@ -162,7 +150,7 @@ class PageReader:
         pages = []
         for start in range(0, len(chosen), window):
             reads = [
-                self.rasteriser.text_layer(str(job.doc), index, self.dpi(job))
+                self.rasteriser.text_layer(str(job.doc), index, self.dpi(job), job.options.layout)
                 for index in chosen[start : start + window]
             ]
             for found in await asyncio.gather(*reads):
@@ -183,7 +171,9 @@ class PageReader:
             async with self.flow.engine_turn(job.job_id, rendered):
                 self.metrics.stage_seconds.labels("engine_wait").observe(time.monotonic() - waited)
                 out = await self._recognise(job, images)
-            job.files.update(await asyncio.to_thread(crop_page_figures, images, out.pages))
+            if any(b.label == "figure" for page in out.pages for b in page.blocks):
+                out.pages, figures = await self.rasteriser.figures(images, out.pages)
+                job.files.update(figures)
             return out
         finally:
             await asyncio.to_thread(remove_files, [image.path for image in images])
@@ -209,7 +199,10 @@ class PageReader:
         started = time.monotonic()
         out = await self.circuit.call(
             lambda: self.engine.recognise(
-                images, profile=job.options.profile, languages=job.options.languages
+                images,
+                profile=job.options.profile,
+                languages=job.options.languages,
+                layout=job.options.layout,
             ),
             on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
         )

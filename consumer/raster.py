@@ -21,7 +21,7 @@ import pymupdf
 from PIL import Image, ImageOps
 
 from ocrq.consumer.engines.base import PageImage, Word
-from ocrq.consumer.layout.figures import crop_pdf_figures
+from ocrq.consumer.layout.figures import crop_figures, crop_pdf_figures
 from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from ocrq.consumer.searchable import build_searchable_pdf
@@ -332,9 +332,26 @@ def _too_many(count: int, max_pages: int, what: str) -> None:
     )
 
 
-def text_layer_page(path: str, index: int, dpi: int) -> tuple[Page, dict[str, bytes]] | None:
+def crop_page_figures(
+    images: list[PageImage], pages: list[Page]
+) -> tuple[list[Page], dict[str, bytes]]:
+    """Each page's figure regions cropped from its rendering, keyed "images/<name>", and
+    the pages with their figure blocks naming them (this runs in a render process: the
+    pages come back as copies)."""
+    paths = {image.number: image.path for image in images}
+    files: dict[str, bytes] = {}
+    for page in pages:
+        if page.number in paths:
+            crops = crop_figures(paths[page.number], page)
+            files.update({f"images/{name}": data for name, data in crops.items()})
+    return pages, files
+
+
+def text_layer_page(
+    path: str, index: int, dpi: int, layout: bool = True
+) -> tuple[Page, dict[str, bytes]] | None:
     """A page from its text layer and its figures ("images/<name>" → PNG), else None."""
-    page = extract_text_page(path, index, dpi)
+    page = extract_text_page(path, index, dpi, layout)
     if page is None:
         return None
     crops = crop_pdf_figures(path, index, dpi, page)
@@ -442,12 +459,12 @@ class Rasteriser:
         )
 
     async def text_layer(
-        self, path: str, index: int, dpi: int
+        self, path: str, index: int, dpi: int, layout: bool = True
     ) -> tuple[Page, dict[str, bytes]] | None:
         """PDF page ``index`` (0-based) from its text layer when good, with its figures;
         else None (OCR it)."""
         return await self._run(
-            f"reading the text of page {index + 1}", text_layer_page, path, index, dpi
+            f"reading the text of page {index + 1}", text_layer_page, path, index, dpi, layout
         )
 
     async def searchable_pdf(
@@ -466,3 +483,9 @@ class Rasteriser:
             dpi,
             timeout_s=timeout_s,
         )
+
+    async def figures(
+        self, images: list[PageImage], pages: list[Page]
+    ) -> tuple[list[Page], dict[str, bytes]]:
+        """The pages with their figures named, and the crops, made in a render process."""
+        return await self._run("cropping the figures", crop_page_figures, images, pages)

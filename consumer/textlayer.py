@@ -63,8 +63,10 @@ def _image_cover(page: pymupdf.Page) -> float:
     return min(covered / page_area, 1.0)
 
 
-def extract_text_page(path: str, index: int, dpi: int) -> Page | None:
+def extract_text_page(path: str, index: int, dpi: int, layout: bool = True) -> Page | None:
     """Page ``index`` (0-based) from its text layer when that layer is good, else None.
+
+    ``layout`` False keeps the text layer's own blocks, labelled text (no layout model).
 
     Blocks come from the layout model (consumer/layout/structure.py) in its reading order,
     with their labels, heading levels and table grids; figures carry no text until
@@ -72,13 +74,13 @@ def extract_text_page(path: str, index: int, dpi: int) -> Page | None:
     """
     try:
         with pymupdf.open(path, filetype="pdf") as doc:
-            return _page_from_text_layer(doc, index, dpi)
+            return _page_from_text_layer(doc, index, dpi, layout)
     except Exception as e:  # MuPDF raises several unrelated types for damaged input
         message = f"the text of page {index + 1} cannot be read"
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
 
 
-def _page_from_text_layer(doc: pymupdf.Document, index: int, dpi: int) -> Page | None:
+def _page_from_text_layer(doc: pymupdf.Document, index: int, dpi: int, layout: bool) -> Page | None:
     page = doc.load_page(index)
     raw_blocks = [b for b in page.get_text("blocks") if b[6] == _TEXT_BLOCK]
     texts = [str(b[4]).strip() for b in raw_blocks]
@@ -96,10 +98,7 @@ def _page_from_text_layer(doc: pymupdf.Document, index: int, dpi: int) -> Page |
     # (as does the layout: parse_document removes the page's rotation).
     shown = [pymupdf.Rect(b[:4]) * page.rotation_matrix for b in raw_blocks]
     plain = [_text_block(r, t, frame) for r, t in zip(shown, texts, strict=True) if t]
-    layout = parse_page(doc, index)
-    blocks = page_blocks(layout, frame, LayerText(layout.fulltext))
-    if _chars(blocks) + _chars(_in_figures(plain, blocks)) < MIN_LAYOUT_SHARE * _chars(plain):
-        blocks = plain  # the layout missed text (vertical lines, say): keep the page's blocks
+    blocks = _layout_blocks(doc, index, frame, plain) if layout else plain
     return Page(
         number=index + 1,
         width=frame.width_px,
@@ -108,6 +107,17 @@ def _page_from_text_layer(doc: pymupdf.Document, index: int, dpi: int) -> Page |
         blocks=blocks,
         source="text_layer",
     )
+
+
+def _layout_blocks(
+    doc: pymupdf.Document, index: int, frame: Frame, plain: list[Block]
+) -> list[Block]:
+    """The layout model's blocks; the plain ones where it missed text (vertical lines, say)."""
+    found = parse_page(doc, index)
+    blocks = page_blocks(found, frame, LayerText(found.fulltext))
+    if _chars(blocks) + _chars(_in_figures(plain, blocks)) < MIN_LAYOUT_SHARE * _chars(plain):
+        return plain
+    return blocks
 
 
 def _text_block(rect: pymupdf.Rect, text: str, frame: Frame) -> Block:

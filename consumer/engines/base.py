@@ -56,12 +56,18 @@ class Engine(Protocol):
     reads_scripts: frozenset[str] | None
 
     async def recognise(
-        self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
+        self,
+        pages: list[PageImage],
+        *,
+        profile: str | None = None,
+        languages: str | None = None,
+        layout: bool = True,
     ) -> EngineOutput:
         """OCR one page group; raise OcrqError (transient or permanent code) on failure.
 
         ``profile`` names a model profile (vLLM), ``languages`` the job's languages (local
-        engine); None means the engine's default. Engines do not retry: the worker owns
+        engine); None means the engine's default. ``layout`` False skips the layout model
+        (local engines: plain text blocks, much faster).  Engines do not retry: the worker owns
         retries and backoff.
         """
         ...

@@ -85,7 +85,7 @@ class CpuEngine:
             initargs=self._initargs,
         )
 
-    def page_call(self, page: PageImage, languages: str | None) -> Call:
+    def page_call(self, page: PageImage, languages: str | None, layout: bool = True) -> Call:
         """The picklable call that reads one page in a worker process: (Page, [Word])."""
         raise NotImplementedError
 
@@ -100,7 +100,12 @@ class CpuEngine:
             raise OcrqError(ErrorCode.ENGINE_UNAVAILABLE, "local OCR workers did not start")
 
     async def recognise(
-        self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
+        self,
+        pages: list[PageImage],
+        *,
+        profile: str | None = None,
+        languages: str | None = None,
+        layout: bool = True,
     ) -> EngineOutput:
         """OCR each page in the pool, in parallel up to the pool size; no profiles here.
 
@@ -108,7 +113,7 @@ class CpuEngine:
         PDF, keyed by page number.
         """
         results: list[tuple[Page, list[Word]]] = await self._run(
-            [self.page_call(p, languages) for p in pages]
+            [self.page_call(p, languages, layout) for p in pages]
         )
         return EngineOutput(
             pages=[page for page, _ in results],

@@ -68,7 +68,9 @@ def ocr_page(path: str, number: int, width: int, height: int) -> Page:
     return read_page(path, number, width, height)[0]
 
 
-def read_page(path: str, number: int, width: int, height: int) -> tuple[Page, list[Word]]:
+def read_page(
+    path: str, number: int, width: int, height: int, layout: bool = True
+) -> tuple[Page, list[Word]]:
     """OCR one page image in a worker process: the page (structured blocks) and its lines.
 
     RapidOCR gives lines, not words: the lines stand in for words (the invisible-text page,
@@ -93,12 +95,15 @@ def read_page(path: str, number: int, width: int, height: int) -> tuple[Page, li
         ReadWord(leaf.text, (leaf.x0, leaf.y0, leaf.x1, leaf.y1), leaf.confidence, i)
         for i, leaf in enumerate(leaves)
     ]
-    try:
-        blocks = scanned_blocks(path, width, height, words)
-        markdown = "\n\n".join(b.text for b in blocks if b.text)
-    except Exception:  # the layout model failed on this page: plain lines, not nothing
-        blocks = [text_block(w.box, w.text, w.confidence, width, height) for w in words]
-        markdown = to_markdown(paragraphs)
+    # Without the layout model (asked, or it failed on this page): the lines as text blocks.
+    blocks = [text_block(w.box, w.text, w.confidence, width, height) for w in words]
+    markdown = to_markdown(paragraphs)
+    if layout:
+        try:
+            blocks = scanned_blocks(path, width, height, words)
+            markdown = "\n\n".join(b.text for b in blocks if b.text)
+        except Exception:  # the layout model failed on this page: keep the lines
+            pass
     page = Page(number=number, width=width, height=height, markdown=markdown, blocks=blocks)
     return page, [Word(text=w.text, box=w.box) for w in words]
 
@@ -125,9 +130,9 @@ class RapidOcrEngine(CpuEngine):
             workers, settings.ocr.engine_timeout_s, load_worker, (ort_threads(workers),)
         )
 
-    def page_call(self, page: PageImage, languages: str | None) -> Call:
+    def page_call(self, page: PageImage, languages: str | None, layout: bool = True) -> Call:
         """Read one page; RapidOCR's models take no language choice."""
-        return read_page, (page.path, page.number, page.width, page.height)
+        return read_page, (page.path, page.number, page.width, page.height, layout)
 
     def ready_call(self) -> Call:
         """Answers True once a worker has loaded its models."""

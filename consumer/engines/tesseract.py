@@ -109,7 +109,7 @@ def ocr_page(path: str, number: int, width: int, height: int, languages: str) ->
 
 
 def read_page(
-    path: str, number: int, width: int, height: int, languages: str
+    path: str, number: int, width: int, height: int, languages: str, layout: bool = True
 ) -> tuple[Page, list[Word]]:
     """Read one page image in a worker process: the page (structured blocks) and its words.
 
@@ -125,10 +125,12 @@ def read_page(
         api.Recognize()
         words = read_words(api)
         confidence = round(api.MeanTextConf() / 100, 4) if words else None
-        try:
-            blocks = scanned_blocks(path, width, height, words)
-        except Exception:  # the layout model failed on this page: plain paragraphs, not none
-            blocks = paragraph_blocks(api, width, height)
+        blocks = paragraph_blocks(api, width, height)  # without the layout model
+        if layout:
+            try:
+                blocks = scanned_blocks(path, width, height, words)
+            except Exception:  # the layout model failed on this page: keep the paragraphs
+                pass
     except Exception as e:
         # Plain RuntimeError: the library's own exceptions need not pickle back to the parent.
         raise RuntimeError(f"page {number}: {type(e).__name__}: {e}") from e
@@ -235,10 +237,10 @@ class TesseractEngine(CpuEngine):
         workers = settings.ocr.local_workers or usable_cores()
         super().__init__(workers, settings.ocr.engine_timeout_s, load_worker, (self._languages,))
 
-    def page_call(self, page: PageImage, languages: str | None) -> Call:
+    def page_call(self, page: PageImage, languages: str | None, layout: bool = True) -> Call:
         """Read one page with the job's languages, else the worker's."""
         languages = languages or self._languages
-        return read_page, (page.path, page.number, page.width, page.height, languages)
+        return read_page, (page.path, page.number, page.width, page.height, languages, layout)
 
     def ready_call(self) -> Call:
         """Answers True once a worker has loaded its models."""

@@ -238,11 +238,17 @@ class VllmEngine:
         log.warning("file_handoff_probe_failed", code=error.code.value, error=error.message)
 
     async def recognise(
-        self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
+        self,
+        pages: list[PageImage],
+        *,
+        profile: str | None = None,
+        languages: str | None = None,
+        layout: bool = True,
     ) -> EngineOutput:
         """OCR the pages in one request; raise OcrqError with a transient or permanent code.
 
-        ``languages`` is unused: the model reads what it sees.
+        ``languages`` and ``layout`` are unused: the model reads what it sees, and its own
+        grounding labels give the layout.
         """
         if not pages:
             return EngineOutput(pages=[])

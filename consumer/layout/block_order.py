@@ -5,10 +5,11 @@ different heights it reads the end of the right column before the last paragraph
 left (the structure benchmark's two-column document). So the order is taken from the boxes:
 a vertical strip that no block crosses is a column gutter, and everything left of it is read
 before anything right of it; a region with no gutter is cut across at its horizontal gaps
-into bands, read top to bottom, and consecutive bands that share a gutter are read as one
-region again (two columns whose paragraphs happen to leave a common horizontal gap stay
-columns); blocks that no cut separates keep the model's order. A title or a figure across both
-columns crosses every gutter, so it is a band of its own and stays where it is.
+into bands, read top to bottom, and a band that leaves a gutter of the region above clear
+is read with it (two columns whose paragraphs happen to leave a common horizontal gap, or a
+column that runs on below the other's end, stay columns); blocks that no cut separates keep
+the model's order. A title or a figure across both columns crosses every gutter, so it is a
+band of its own and stays where it is.
 """
 
 from __future__ import annotations
@@ -43,18 +44,35 @@ def _xy_cut(items: list[Item]) -> list[Item]:
 
 
 def _regions(bands: list[list[Item]]) -> list[list[Item]]:
-    """Bands top to bottom, consecutive ones that share a column gutter joined."""
+    """Bands top to bottom; a band that leaves a gutter of the region above it clear (a
+    column going on below the other's end, or both) is joined to that region."""
     regions = [bands[0]]
     shared = _gutters(bands[0])
     for band in bands[1:]:
-        common = _overlaps(shared, _gutters(band))
-        if common:
+        clear = [g for g in (_narrowed(gap, band) for gap in shared) if g is not None]
+        if clear:
             regions[-1] = regions[-1] + band
-            shared = common
+            shared = clear
         else:
             regions.append(band)
             shared = _gutters(band)
     return regions
+
+
+def _narrowed(gap: tuple[float, float], band: list[Item]) -> tuple[float, float] | None:
+    """What of a gutter the band's blocks leave clear (None: a block spans it, or too
+    little is left)."""
+    low, high = gap
+    middle = (low + high) / 2
+    for _, block in band:
+        x0, _, x1, _ = block.bbox
+        if x1 <= middle:
+            low = max(low, x1)
+        elif x0 >= middle:
+            high = min(high, x0)
+        else:
+            return None
+    return (low, high) if high - low > MIN_GUTTER else None
 
 
 def _gutters(items: list[Item]) -> list[tuple[float, float]]:
@@ -64,14 +82,6 @@ def _gutters(items: list[Item]) -> list[tuple[float, float]]:
         (max(b.bbox[2] for _, b in column), min(b.bbox[0] for _, b in following))
         for column, following in pairwise(columns)
     ]
-
-
-def _overlaps(
-    first: list[tuple[float, float]], second: list[tuple[float, float]]
-) -> list[tuple[float, float]]:
-    """The parts of two gutter lists that both leave clear, at least MIN_GUTTER wide."""
-    common = [(max(a0, b0), min(a1, b1)) for a0, a1 in first for b0, b1 in second]
-    return [(lo, hi) for lo, hi in common if hi - lo > MIN_GUTTER]
 
 
 def _x_span(block: Block) -> tuple[float, float]:

@@ -23,7 +23,7 @@ import pymupdf
 from ocrq.consumer.layout.block_order import ordered_blocks
 from ocrq.consumer.layout.placement import mark_captions
 from ocrq.shared.render.tables import table_html, table_markdown
-from ocrq.shared.schemas import Block, Cell, Page, Table
+from ocrq.shared.schemas import FURNITURE, Block, Cell, Page, Table
 
 Rect = tuple[float, float, float, float]
 
@@ -123,7 +123,18 @@ def page_blocks(layout: Any, frame: Frame, text: RegionText) -> list[Block]:
             blocks.append(block)
     blocks = ordered_blocks(blocks)
     mark_captions(blocks)  # the model often calls a figure's caption text
+    keep_lone_furniture(blocks)
     return blocks
+
+
+def keep_lone_furniture(blocks: list[Block]) -> None:
+    """A page whose only text the model calls a header or footer (a line at the top of an
+    otherwise empty page) keeps it as text: furniture leaves the body, the page's text not."""
+    if any(b.label not in FURNITURE and b.text for b in blocks):
+        return
+    for block in blocks:
+        if block.label in ("page_header", "page_footer"):
+            block.label = "text"
 
 
 def _block(box: Any, frame: Frame, text: RegionText, body: float) -> Block | None:

@@ -12,12 +12,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ocrq.cli.reports import (
     IN_VIEW,
-    OUTPUT_SUFFIXES,
-    TEXT_FORMATS,
     FileReport,
+    fetch_output,
     job_options,
+    out_paths,
     output_format,
-    output_paths,
     print_summary,
     result_text,
     write_result,
@@ -87,13 +86,6 @@ def save_results(
                 write_result(outputs[i], fetch_output(client, row["id"], fmt))
 
 
-def fetch_output(client: Client, job_id: str, fmt: str) -> str | bytes:
-    """A done job's result in a format its view does not hold (one more request)."""
-    if fmt == "pdf":
-        return client.result(job_id, format="pdf")
-    return client.result(job_id, format=TEXT_FORMATS[fmt])
-
-
 def run_batch(args: argparse.Namespace, files: list[Path]) -> int:
     """Submit the files (or a ZIP) as one batch; with --wait/--out, follow and save it."""
     options = {**job_options(args), "lane": None}
@@ -109,8 +101,7 @@ def run_batch(args: argparse.Namespace, files: list[Path]) -> int:
             follow(client, answer.id, len(answer.accepted))
             outputs = None
             if args.out is not None:
-                paths = [r.path for r in reports]
-                outputs = output_paths(paths, Path(args.out), OUTPUT_SUFFIXES[fmt])
+                outputs = out_paths(args, [r.path for r in reports])
             save_results(client, answer.id, reports, outputs, fmt)
     print(f"batch {answer.id}: {len(answer.accepted)} accepted, {len(answer.rejected)} refused")
     print_summary(reports)

@@ -13,7 +13,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from ocrq.cli.reports import FORMAT_CHOICES, TEXT_FORMATS, output_format, result_text
+from ocrq.cli.reports import FORMAT_CHOICES, fetch_output, output_format, result_text
 from ocrq.cli.submit import complain, run_submit
 from ocrq.client import DEFAULT_URL, ApiError, Client, WaitTimeout
 from ocrq.shared.profiles import PROFILES
@@ -94,9 +94,7 @@ def fetch_result(client: Client, job: str, fmt: str) -> str | bytes:
         return text if text.endswith("\n") else text + "\n"
     if fmt == "json":
         return result_text(client.result(job), "json")
-    if fmt == "pdf":
-        return client.result(job, format="pdf")
-    return client.result(job, format=TEXT_FORMATS[fmt])
+    return fetch_output(client, job, fmt)
 
 
 def run_cancel(args: argparse.Namespace) -> int:

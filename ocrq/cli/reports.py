@@ -15,20 +15,13 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from ocrq.client import Client
 from ocrq.client.calls import TextFormat
+from ocrq.shared.render.formats import SUFFIXES
 from ocrq.shared.schemas import Result
 
 SUMMARY_COLUMNS = ("file", "job_id", "status", "pages", "seconds", "error")
-# The result formats a file can be written in, and the suffix of each ("md": markdown).
-OUTPUT_SUFFIXES: dict[str, str] = {
-    "markdown": ".md",
-    "json": ".json",
-    "html": ".html",
-    "text": ".txt",
-    "chunks": ".chunks.jsonl",
-    "pdf": ".pdf",
-}
-FORMAT_CHOICES = (*OUTPUT_SUFFIXES, "md")
+FORMAT_CHOICES = (*SUFFIXES, "md")  # the formats a file can be written in ("md": markdown)
 # Formats the job's view already holds (its Result); the others are one more request.
 IN_VIEW = frozenset({"markdown", "json"})
 TEXT_FORMATS: dict[str, TextFormat] = {
@@ -78,6 +71,11 @@ def output_paths(files: Sequence[Path], out: Path, suffix: str) -> list[Path]:
     return [out / r.parent.relative_to(root) / n for r, n in zip(resolved, names, strict=True)]
 
 
+def out_paths(args: argparse.Namespace, files: Sequence[Path]) -> list[Path]:
+    """Where each file's result goes under --out, named with the suffix of the format asked."""
+    return output_paths(files, Path(args.out), SUFFIXES[output_format(args.format)])
+
+
 def output_format(fmt: str) -> str:
     """The format's own name ("md" is markdown)."""
     return "markdown" if fmt == "md" else fmt
@@ -88,6 +86,13 @@ def result_text(result: Result, fmt: str) -> str:
     if fmt == "json":
         return msgspec.json.format(msgspec.json.encode(result), indent=2).decode() + "\n"
     return result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
+
+
+def fetch_output(client: Client, job: str, fmt: str) -> str | bytes:
+    """A done job's result in a format its view does not hold (one more request)."""
+    if fmt == "pdf":
+        return client.result(job, format="pdf")
+    return client.result(job, format=TEXT_FORMATS[fmt])
 
 
 def write_result(path: Path, content: str | bytes) -> None:

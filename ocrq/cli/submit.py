@@ -17,12 +17,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ocrq.cli.batch import run_batch
 from ocrq.cli.reports import (
     IN_VIEW,
-    OUTPUT_SUFFIXES,
     TEXT_FORMATS,
     FileReport,
     job_options,
+    out_paths,
     output_format,
-    output_paths,
     print_summary,
     result_text,
     write_result,
@@ -203,8 +202,7 @@ def run_submit(args: argparse.Namespace) -> int:
     waiting = args.wait or args.out is not None
     outputs: list[Path | None] = [None] * len(files)
     if args.out is not None:
-        suffix = OUTPUT_SUFFIXES[output_format(args.format)]
-        outputs = list(output_paths(files, Path(args.out), suffix))
+        outputs = list(out_paths(args, files))
     try:
         reports = asyncio.run(submit_all(args, files, outputs, waiting))
     except KeyboardInterrupt:  # accepted jobs keep running on the server

@@ -18,15 +18,8 @@ from ocrq.producer.jobs.outputs import PDF_FILE, Rendering, rendered
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import JobRecord
+from ocrq.shared.render.formats import SUFFIXES
 
-SUFFIXES: dict[str, str] = {
-    "markdown": ".md",
-    "json": ".json",
-    "html": ".html",
-    "text": ".txt",
-    "chunks": ".chunks.jsonl",
-    "pdf": ".pdf",
-}
 DEFAULT_FORMATS = ("markdown",)
 _NAME = "(" + "|".join(SUFFIXES) + ")"
 FORMATS_PATTERN = f"^{_NAME}(,{_NAME})*$"  # what zip_formats accepts, for the OpenAPI document

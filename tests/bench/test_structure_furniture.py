@@ -22,6 +22,7 @@ from bench.structure_documents import (
     A4,
     LAYOUTS,
     Layout,
+    body_band,
     footer_band,
     header_band,
     load,
@@ -168,7 +169,7 @@ def test_two_columns_keep_every_word_over_several_pages() -> None:
 def test_the_stored_two_column_document_reads_in_order_only_column_by_column() -> None:
     (document,) = load(only="rust-introduction")
     assert LAYOUTS[document.name].columns == 2
-    body = pymupdf.Rect(0, header_band().y1, A4.width, footer_band().y0)
+    body = body_band()
     columns_first, lines = [], []
     with pymupdf.open(stream=document.pdf, filetype="pdf") as doc:
         for page in doc:

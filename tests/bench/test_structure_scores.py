@@ -20,19 +20,17 @@ from bench.document_structure import (
     structure_of_blocks,
     structure_of_markdown,
 )
+from bench.edit_distance import levenshtein
 from bench.structure_documents import (
-    A4,
     LAYOUTS,
     Layout,
-    footer_band,
-    header_band,
+    body_band,
     render_pdf,
     truth_of,
 )
 from bench.structure_scores import (
     cell_score,
     heading_score,
-    levenshtein,
     order_score,
     structure_score,
     text_edits,
@@ -202,7 +200,7 @@ def test_each_stored_truth_is_its_markdown_read_again_and_its_pdf_says_it(name: 
     with pymupdf.open(DOCUMENTS / f"{name}.pdf") as doc:
         assert truth == truth_of(markdown, layout, doc.page_count)
         # The body lies between the margins; the furniture, where there is any, outside them.
-        body = pymupdf.Rect(0, header_band().y1, A4.width, footer_band().y0)
+        body = body_band()
         text_layer = "\n".join(page.get_text(clip=body) for page in doc)
     edits, chars = text_edits(text_layer, truth.text)
     assert edits / chars < 0.01

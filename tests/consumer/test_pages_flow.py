@@ -33,7 +33,12 @@ class HeldEngine:
         self.jobs: list[str] = []  # the job of each request, in the order they arrived
 
     async def recognise(
-        self, pages: list[PageImage], *, profile: str | None = None, languages: str | None = None
+        self,
+        pages: list[PageImage],
+        *,
+        profile: str | None = None,
+        languages: str | None = None,
+        layout: bool = True,
     ) -> EngineOutput:
         self.running += 1
         self.peak = max(self.peak, self.running)

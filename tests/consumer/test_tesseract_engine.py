@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,11 +12,11 @@ import pymupdf
 import pytest
 from PIL import Image
 from support.page_blocks import assert_blocks_fit_the_page
+from support.tesseract_scans import running_tesseract
 
 from ocrq.consumer.doubts import review_pages
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.tesseract import TesseractEngine
-from ocrq.shared.settings import load_settings
 
 DATA = Path(__file__).parent / "data"
 Draw = Callable[[pymupdf.Page], None]
@@ -56,10 +55,8 @@ def picture(path: Path, tmp_path: Path) -> PageImage:
 @pytest.fixture(scope="module")
 def engine() -> Iterator[TesseractEngine]:
     """One two-process engine for the module: models load once per process."""
-    tesseract = TesseractEngine(load_settings({}, local_workers=2))
-    asyncio.run(tesseract.warm_up())
-    yield tesseract
-    asyncio.run(tesseract.aclose())
+    with running_tesseract(workers=2) as tesseract:
+        yield tesseract
 
 
 async def test_words_keep_their_spaces(engine: TesseractEngine, tmp_path: Path) -> None:

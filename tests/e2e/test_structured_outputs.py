@@ -107,3 +107,11 @@ def test_every_text_format_renders_the_same_document(local_stack: Stack) -> None
     lines = [httpx.Response(200, content=line).json() for line in chunks.text.splitlines()]
     assert "".join(chunk["text"] for chunk in lines) == text
     assert all(chunk["tokens"] <= 64 and chunk["pages"] == [1] for chunk in lines)
+
+
+def test_layout_off_reads_plain_text_blocks_without_the_layout_model(local_stack: Stack) -> None:
+    view = local_stack.wait(local_stack.submit(report_document(1), layout=False), timeout_s=180)
+    assert view["status"] == "done", view
+    [page] = view["result"]["pages"]
+    assert {b["label"] for b in page["blocks"]} == {"text"}
+    assert "Harbour Traffic Report" in view["result"]["markdown"]

@@ -12,32 +12,30 @@ import pytest
 from litestar.testing import TestClient
 from support.jobflow import finish_done
 from support.payloads import b64, small_pdf
-from support.structured_results import FIGURE, finish_claimed, finish_structured, read_one_page
+from support.structured_results import (
+    FIGURE,
+    done_job,
+    finish_claimed,
+    finish_structured,
+    read_one_page,
+    submit_report,
+)
 
 from ocrq.shared.store import JobStore
 
 
-def submit(api: TestClient[Any], **options: Any) -> str:
-    """Submit a small PDF with these options; its id."""
-    r = api.post("/v1/jobs", json={"document": b64(small_pdf()), "options": options})
-    assert r.status_code == 202, r.text
-    job_id: str = r.json()["id"]
-    return job_id
-
-
-async def done_job(api: TestClient[Any], store: JobStore) -> str:
-    """A job finished with the structured two-page result."""
-    job_id = submit(api)
-    await finish_structured(store)
-    return job_id
+def served(api: TestClient[Any], job_id: str, path: str, content_type: str) -> Any:
+    """GET one of the job's files, checked to be there as ``content_type``."""
+    r = api.get(f"/v1/jobs/{job_id}/{path}")
+    assert r.status_code == 200 and r.headers["content-type"] == content_type
+    return r
 
 
 async def test_each_table_is_csv_numbered_in_reading_order(
     api: TestClient[Any], store: JobStore
 ) -> None:
     job_id = await done_job(api, store)
-    r = api.get(f"/v1/jobs/{job_id}/tables/1.csv")
-    assert r.status_code == 200 and r.headers["content-type"] == "text/csv; charset=utf-8"
+    r = served(api, job_id, "tables/1.csv", "text/csv; charset=utf-8")
     assert list(csv.reader(io.StringIO(r.text))) == [
         ["Item", "Price"],
         ["Coffee", "2.50"],
@@ -56,7 +54,7 @@ async def test_a_table_that_is_not_there_is_404(
 
 
 def test_tables_of_a_job_not_done_are_409(api: TestClient[Any]) -> None:
-    r = api.get(f"/v1/jobs/{submit(api)}/tables/1.csv")
+    r = api.get(f"/v1/jobs/{submit_report(api)}/tables/1.csv")
     assert r.status_code == 409 and r.headers["retry-after"] == "1"
 
 
@@ -64,8 +62,7 @@ async def test_a_figure_is_served_as_png_with_a_long_cache(
     api: TestClient[Any], store: JobStore
 ) -> None:
     job_id = await done_job(api, store)
-    r = api.get(f"/v1/jobs/{job_id}/images/p1-1.png")
-    assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+    r = served(api, job_id, "images/p1-1.png", "image/png")
     assert r.content == FIGURE
     assert "max-age=31536000" in r.headers["cache-control"]
 
@@ -93,7 +90,7 @@ async def test_another_tenants_files_are_404(make_client: Any, store: JobStore) 
 async def test_a_page_is_readable_as_soon_as_it_is_read_and_after(
     api: TestClient[Any], store: JobStore
 ) -> None:
-    job_id = submit(api)
+    job_id = submit_report(api)
     waiting = api.get(f"/v1/jobs/{job_id}/pages/1")
     assert waiting.status_code == 409 and waiting.headers["retry-after"] == "1"
     assert "not read yet" in waiting.json()["message"]
@@ -111,7 +108,7 @@ async def test_a_page_is_readable_as_soon_as_it_is_read_and_after(
 
 
 async def test_pages_outside_the_jobs_page_ranges_are_404(api: TestClient[Any]) -> None:
-    job_id = submit(api, pages="2-3")
+    job_id = submit_report(api, pages="2-3")
     assert api.get(f"/v1/jobs/{job_id}/pages/1").status_code == 404
     assert api.get(f"/v1/jobs/{job_id}/pages/0").status_code == 404
     assert api.get(f"/v1/jobs/{job_id}/pages/3").status_code == 409
@@ -120,7 +117,7 @@ async def test_pages_outside_the_jobs_page_ranges_are_404(api: TestClient[Any]) 
 async def test_a_done_job_whose_worker_kept_no_pages_serves_them_from_its_result(
     api: TestClient[Any], store: JobStore
 ) -> None:
-    job_id = submit(api)
+    job_id = submit_report(api)
     await finish_done(store, "# Only\n")
     assert api.get(f"/v1/jobs/{job_id}/pages/1").json()["markdown"] == "# Only\n"
     assert api.get(f"/v1/jobs/{job_id}/pages/2").status_code == 404
@@ -139,7 +136,7 @@ def events_of(body: str) -> list[tuple[str, Any]]:
 async def test_page_events_follow_the_progress_that_finished_them(
     api: TestClient[Any], store: JobStore
 ) -> None:
-    job_id = submit(api)
+    job_id = submit_report(api)
     stream = asyncio.create_task(asyncio.to_thread(api.get, f"/v1/jobs/{job_id}/events?pages=true"))
     await asyncio.sleep(0.5)  # the stream is open and has sent the queued state
     _, entry = await read_one_page(store)

@@ -11,32 +11,29 @@ import pymupdf
 import pytest
 from litestar.testing import TestClient
 from support.payloads import b64, small_pdf
-from support.structured_results import FIGURE, SEARCHABLE_PDF, finish_structured
+from support.structured_results import (
+    FIGURE,
+    SEARCHABLE_PDF,
+    done_job,
+    finish_structured,
+    submit_report,
+)
 
 from ocrq.producer.jobs.outputs import negotiate
 from ocrq.shared.errors import OcrqError
 from ocrq.shared.store import JobStore
 
 
-def submit(api: TestClient[Any], **options: Any) -> str:
-    """Submit a small PDF named "Quarterly report.pdf" with these options; its id."""
-    body = {"document": b64(small_pdf()), "filename": "Quarterly report.pdf", "options": options}
-    r = api.post("/v1/jobs", json=body)
-    assert r.status_code == 202, r.text
-    job_id: str = r.json()["id"]
-    return job_id
-
-
-async def done_job(api: TestClient[Any], store: JobStore, **options: Any) -> str:
-    """A job finished with the structured two-page result."""
-    job_id = submit(api, **options)
-    await finish_structured(store, searchable_pdf=options.get("searchable_pdf", False))
-    return job_id
-
-
 def result(api: TestClient[Any], job_id: str, query: str = "", **headers: str) -> Any:
     """GET the job's result with a query string and headers."""
     return api.get(f"/v1/jobs/{job_id}/result{query}", headers=headers)
+
+
+async def rendered(api: TestClient[Any], store: JobStore, fmt: str, content_type: str) -> Any:
+    """A newly done job's result asked for in ``fmt``, checked to come as ``content_type``."""
+    r = result(api, await done_job(api, store), f"?format={fmt}")
+    assert r.headers["content-type"] == content_type
+    return r
 
 
 async def test_json_is_the_default_and_the_stored_result_unchanged(
@@ -54,9 +51,7 @@ async def test_json_is_the_default_and_the_stored_result_unchanged(
 async def test_markdown_has_headings_a_table_and_a_figure_link_but_no_footer(
     api: TestClient[Any], store: JobStore
 ) -> None:
-    job_id = await done_job(api, store)
-    r = result(api, job_id, "?format=markdown")
-    assert r.headers["content-type"] == "text/markdown; charset=utf-8"
+    r = await rendered(api, store, "markdown", "text/markdown; charset=utf-8")
     assert r.text.startswith("# Quarterly Report\n\n## Sales\n")
     assert "| Item | Price |" in r.text and "![figure 1](images/p1-1.png)" in r.text
     assert "Confidential draft" not in r.text
@@ -65,9 +60,7 @@ async def test_markdown_has_headings_a_table_and_a_figure_link_but_no_footer(
 async def test_html_marks_every_element_with_its_page_and_box(
     api: TestClient[Any], store: JobStore
 ) -> None:
-    job_id = await done_job(api, store)
-    r = result(api, job_id, "?format=html")
-    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    r = await rendered(api, store, "html", "text/html; charset=utf-8")
     assert '<h1 data-page="1" data-bbox="0.1000 0.0500 0.9000 0.1000">Quarterly Report</h1>' in (
         r.text
     )
@@ -76,9 +69,7 @@ async def test_html_marks_every_element_with_its_page_and_box(
 
 
 async def test_text_is_the_body_alone(api: TestClient[Any], store: JobStore) -> None:
-    job_id = await done_job(api, store)
-    r = result(api, job_id, "?format=text")
-    assert r.headers["content-type"] == "text/plain; charset=utf-8"
+    r = await rendered(api, store, "text", "text/plain; charset=utf-8")
     assert r.text.startswith("Quarterly Report\n\nSales\n\nSales rose in every region.")
     assert "Item\tPrice" in r.text and "Confidential" not in r.text and "#" not in r.text
 
@@ -189,7 +180,7 @@ async def test_a_query_can_keep_the_furniture_the_job_left_out_and_back(
 
 
 def test_a_job_not_done_keeps_its_409_in_every_format(api: TestClient[Any]) -> None:
-    job_id = submit(api)
+    job_id = submit_report(api)
     for fmt in ("json", "markdown", "html", "chunks"):
         r = result(api, job_id, f"?format={fmt}")
         assert r.status_code == 409 and r.headers["retry-after"] == "1", fmt

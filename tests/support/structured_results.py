@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import msgspec
+from litestar.testing import TestClient
 
 from ocrq.shared.render.markdown import document_markdown, page_markdown
 from ocrq.shared.schemas import Block, Cell, EngineInfo, Page, Result, Table
 from ocrq.shared.store import JobStore, Outcome
 from support.documents import png
 from support.jobflow import ME, take
-from support.payloads import small_pdf
+from support.payloads import b64, small_pdf
 
 FIGURE = png(40, 30)
 SEARCHABLE_PDF = small_pdf("searchable copy")
@@ -136,4 +138,20 @@ async def finish_claimed(
     result = structured_result(job_id, searchable_pdf=searchable_pdf)
     outcome = Outcome.done(msgspec.json.encode(result), 2)
     assert await store.finish(job_id, lane, entry, ME, outcome)
+    return job_id
+
+
+def submit_report(api: TestClient[Any], **options: Any) -> str:
+    """Submit a small PDF named "Quarterly report.pdf" with these options; its id."""
+    body = {"document": b64(small_pdf()), "filename": "Quarterly report.pdf", "options": options}
+    r = api.post("/v1/jobs", json=body)
+    assert r.status_code == 202, r.text
+    job_id: str = r.json()["id"]
+    return job_id
+
+
+async def done_job(api: TestClient[Any], store: JobStore, **options: Any) -> str:
+    """A job submitted through the API and finished with the structured two-page result."""
+    job_id = submit_report(api, **options)
+    await finish_structured(store, searchable_pdf=options.get("searchable_pdf", False))
     return job_id

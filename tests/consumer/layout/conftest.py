@@ -3,11 +3,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pymupdf
 import pytest
 from support.report_document import PICTURE_PT, TABLE, report_pdf
+from support.tesseract_scans import running_tesseract
+
+from ocrq.consumer.engines.tesseract import TesseractEngine
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[TesseractEngine]:
+    """One one-process Tesseract engine per test module that reads scans."""
+    with running_tesseract(workers=1) as tesseract:
+        yield tesseract
 
 
 @pytest.fixture(scope="session")

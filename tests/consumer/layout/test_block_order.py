@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ocrq.consumer.layout.block_order import ordered_blocks
+from ocrq.consumer.layout.structure import keep_lone_furniture
 from ocrq.shared.schemas import Block
 
 
@@ -81,3 +82,32 @@ def test_columns_whose_paragraphs_leave_a_common_gap_are_still_read_column_by_co
         block("right 2", 0.53, 0.628, 0.92, 0.75),
     ]
     assert names(ordered_blocks(model_order)) == ["left 1", "left 2", "right 1", "right 2"]
+
+
+def test_a_page_with_only_a_header_line_keeps_it_as_text() -> None:
+    lone = [Block(label="page_header", text="Page 1 Harbour Lantern", bbox=[0.1, 0.05, 0.7, 0.08])]
+    keep_lone_furniture(lone)
+    assert lone[0].label == "text"
+
+
+def test_a_header_above_body_text_stays_a_header() -> None:
+    blocks = [
+        Block(label="page_header", text="Annual report", bbox=[0.1, 0.02, 0.5, 0.04]),
+        block("body", 0.1, 0.1, 0.9, 0.5),
+    ]
+    keep_lone_furniture(blocks)
+    assert blocks[0].label == "page_header"
+
+
+def test_a_left_column_running_on_below_the_right_columns_end_is_read_before_it() -> None:
+    # The structure benchmark's two-column page 3: the right column ends just above the
+    # left column's last two paragraphs, which leave a horizontal gap across the page.
+    model_order = [
+        block("left 1", 0.11, 0.07, 0.46, 0.66),
+        block("right 1", 0.53, 0.07, 0.88, 0.68),
+        block("left 2", 0.11, 0.682, 0.46, 0.86),
+        block("left 3", 0.11, 0.88, 0.46, 0.93),
+        block("page 3", 0.46, 0.956, 0.54, 0.967),
+    ]
+    expected = ["left 1", "left 2", "left 3", "right 1", "page 3"]
+    assert names(ordered_blocks(model_order)) == expected

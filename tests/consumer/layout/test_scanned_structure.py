@@ -3,19 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import pickle
-from collections.abc import Iterator
 from itertools import groupby
 from pathlib import Path
 
 import pytest
 from PIL import Image
+from support.tesseract_scans import png_page
 
-from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.scanned import ReadWord, invisible_text_page, page_scale
-from ocrq.shared.settings import load_settings
 
 LINES = [
     ["Harbour", "Traffic", "Report"],
@@ -50,23 +47,10 @@ def test_words_round_trip_from_the_invisible_page_line_by_line(tmp_path: Path) -
         assert got[0] == pytest.approx(x0, abs=1) and got[2] == pytest.approx(x1, abs=2)
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[TesseractEngine]:
-    """One one-process Tesseract engine for the module."""
-    tesseract = TesseractEngine(load_settings({}, local_workers=1))
-    asyncio.run(tesseract.warm_up())
-    yield tesseract
-    asyncio.run(tesseract.aclose())
-
-
 async def test_tesseract_finds_title_heading_list_and_table_on_a_scan(
     engine: TesseractEngine, report_scan: Path, report_table: list[list[str]]
 ) -> None:
-    with Image.open(report_scan) as image:
-        size = image.size
-    scan = PageImage(
-        number=1, path=str(report_scan), media_type="image/png", width=size[0], height=size[1]
-    )
+    scan = png_page(report_scan)
 
     output = await engine.recognise([scan])
 
@@ -82,5 +66,5 @@ async def test_tesseract_finds_title_heading_list_and_table_on_a_scan(
     assert all(b.confidence is not None and 0 < b.confidence <= 1 for b in read)
     words = output.words[1]
     assert [w.text for w in words[:3]] == ["Harbour", "Traffic", "Report"]
-    assert all(0 <= w.box[0] < w.box[2] <= size[0] for w in words)
+    assert all(0 <= w.box[0] < w.box[2] <= scan.width for w in words)
     assert pickle.loads(pickle.dumps(output)) == output  # it crosses a process boundary

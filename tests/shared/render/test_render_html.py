@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+from support.render_inputs import result_of
+
 from ocrq.shared.render.html import document_html
-from ocrq.shared.schemas import Block, Cell, Page, Result, Segment, Table
+from ocrq.shared.schemas import Block, Cell, Page, Segment, Table
 
 
 class Elements(HTMLParser):
@@ -26,18 +28,6 @@ class Elements(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         assert self.open and self.open[-1] == tag, (tag, self.open)
         self.open.pop()
-
-
-def result(*pages: Page, segments: list[Segment] | None = None) -> Result:
-    return Result(
-        id="job-1",
-        status="done",
-        media_type="application/pdf",
-        page_count=len(pages),
-        markdown="",
-        pages=list(pages),
-        segments=segments or [],
-    )
 
 
 def elements(html: str) -> Elements:
@@ -73,7 +63,7 @@ PAGE = Page(
 
 
 def test_every_block_element_carries_its_page_and_its_box_to_four_places() -> None:
-    html = document_html(result(PAGE))
+    html = document_html(result_of([PAGE]))
 
     tags = elements(html).tags
     boxed = [(tag, attrs["data-bbox"]) for tag, attrs in tags if "data-bbox" in attrs]
@@ -91,7 +81,7 @@ def test_every_block_element_carries_its_page_and_its_box_to_four_places() -> No
 
 
 def test_document_is_html5_with_a_section_per_page_and_escaped_text() -> None:
-    html = document_html(result(Page(number=1, width=1, height=1, markdown="x"), PAGE))
+    html = document_html(result_of([Page(number=1, width=1, height=1, markdown="x"), PAGE]))
 
     assert html.startswith("<!DOCTYPE html>\n<html>")
     assert '<section data-page="1">' in html and '<section data-page="2">' in html
@@ -103,9 +93,9 @@ def test_document_is_html5_with_a_section_per_page_and_escaped_text() -> None:
 
 
 def test_furniture_is_left_out_unless_kept_then_header_and_footer() -> None:
-    assert "ACME" not in document_html(result(PAGE))
+    assert "ACME" not in document_html(result_of([PAGE]))
 
-    kept = document_html(result(PAGE), keep_furniture=True)
+    kept = document_html(result_of([PAGE]), keep_furniture=True)
 
     assert '<header class="page-header" data-page="2"' in kept and ">ACME</header>" in kept
     assert '<footer class="page-number" data-page="2"' in kept
@@ -121,7 +111,7 @@ def test_engine_markup_never_reaches_the_page() -> None:
         warnings=["<b>bad</b>"],
     )
 
-    html = document_html(result(evil))
+    html = document_html(result_of([evil]))
 
     assert "<script>" not in html and "<b>" not in html
     assert "&lt;script&gt;" in html
@@ -132,7 +122,7 @@ def test_a_segment_is_given_once_in_its_first_page_section() -> None:
     pages = [Page(number=n, width=1, height=1) for n in (1, 2)]
 
     html = document_html(
-        result(*pages, segments=[Segment(first_page=1, last_page=2, markdown="Both\n\npages")])
+        result_of(pages, [Segment(first_page=1, last_page=2, markdown="Both\n\npages")])
     )
 
     assert html.count("Both") == 1

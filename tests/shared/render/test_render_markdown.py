@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from ocrq.shared.render.markdown import NOTE, document_markdown, page_markdown
-from ocrq.shared.schemas import Block, Cell, Page, Segment, Table
+from support.render_inputs import grid_of, spanned_grid
 
-GRID = Table(
-    rows=2,
-    cols=2,
-    cells=[
-        Cell(row=0, col=0, text="Item"),
-        Cell(row=0, col=1, text="Price"),
-        Cell(row=1, col=0, text="Tea"),
-        Cell(row=1, col=1, text="2.50"),
-    ],
-)
-SPANNING = Table(
-    rows=2,
-    cols=2,
-    cells=[
-        Cell(row=0, col=0, col_span=2, text="Total"),
-        Cell(row=1, col=0, text="a"),
-        Cell(row=1, col=1, text="b"),
-    ],
-)
+from ocrq.shared.render.markdown import NOTE, document_markdown, page_markdown
+from ocrq.shared.schemas import Block, Page, Segment
+
+GRID = grid_of([["Item", "Price"], ["Tea", "2.50"]])
+SPANNING = spanned_grid("Total", "a", "b")
 
 
 def page(*blocks: Block, warnings: list[str] | None = None) -> Page:

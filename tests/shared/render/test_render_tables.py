@@ -7,6 +7,7 @@ import io
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.render_inputs import grid_of
 
 from ocrq.shared.render.tables import (
     table_csv,
@@ -31,16 +32,7 @@ SPANNING = Table(
         Cell(row=2, col=2, text="12"),
     ],
 )
-PLAIN = Table(
-    rows=2,
-    cols=2,
-    cells=[
-        Cell(row=0, col=0, text="a|b"),
-        Cell(row=0, col=1, text="two\nlines"),
-        Cell(row=1, col=0, text="1"),
-        Cell(row=1, col=1, text="2"),
-    ],
-)
+PLAIN = grid_of([["a|b", "two\nlines"], ["1", "2"]])
 
 
 def test_csv_puts_a_spanning_cell_in_its_top_left_slot_and_leaves_the_rest_empty() -> None:
@@ -125,10 +117,8 @@ GRIDS = st.lists(
 @given(GRIDS)
 def test_a_grid_written_as_html_reads_back_the_same(grid: list[list[str]]) -> None:
     cols = max(len(row) for row in grid)
-    cells = [Cell(row=r, col=c, text=t) for r, row in enumerate(grid) for c, t in enumerate(row)]
-    table = Table(rows=len(grid), cols=cols, cells=cells)
 
-    back = table_from_html(table_html(table))
+    back = table_from_html(table_html(grid_of(grid)))
 
     padded = [[*row, *[""] * (cols - len(row))] for row in grid]
     assert [[c.text for c in back.cells if c.row == r] for r in range(len(grid))] == padded

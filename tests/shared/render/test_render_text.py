@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
+from support.render_inputs import result_of, spanned_grid
+
 from ocrq.shared.render.text import document_text
-from ocrq.shared.schemas import Block, Cell, Page, Result, Segment, Table
-
-
-def result(pages: list[Page], segments: list[Segment] | None = None) -> Result:
-    return Result(
-        id="j",
-        status="done",
-        media_type="image/png",
-        page_count=len(pages),
-        markdown="",
-        pages=pages,
-        segments=segments or [],
-    )
+from ocrq.shared.schemas import Block, Page, Segment
 
 
 def test_blocks_are_separated_by_blank_lines_and_the_text_ends_with_a_newline() -> None:
@@ -32,21 +22,13 @@ def test_blocks_are_separated_by_blank_lines_and_the_text_ends_with_a_newline() 
             Block(
                 label="table",
                 text="| a | b |",
-                table=Table(
-                    rows=2,
-                    cols=2,
-                    cells=[
-                        Cell(row=0, col=0, col_span=2, text="ab"),
-                        Cell(row=1, col=0, text="1"),
-                        Cell(row=1, col=1, text="2"),
-                    ],
-                ),
+                table=spanned_grid("ab", "1", "2"),
             ),
         ],
     )
 
-    assert document_text(result([page])) == "Report\n\nBody.\n\nab\t\n1\t2\n"
-    assert document_text(result([page]), keep_furniture=True) == (
+    assert document_text(result_of([page])) == "Report\n\nBody.\n\nab\t\n1\t2\n"
+    assert document_text(result_of([page]), keep_furniture=True) == (
         "Report\n\nBody.\n\n1\n\nab\t\n1\t2\n"
     )
 
@@ -59,8 +41,8 @@ def test_text_without_blocks_comes_from_the_page_or_its_segment_once() -> None:
     ]
     segments = [Segment(first_page=1, last_page=2, markdown="One and two")]
 
-    assert document_text(result(pages, segments)) == "One and two\n\nThird\n\npage\n"
+    assert document_text(result_of(pages, segments)) == "One and two\n\nThird\n\npage\n"
 
 
 def test_an_empty_result_has_no_text() -> None:
-    assert document_text(result([])) == ""
+    assert document_text(result_of([])) == ""

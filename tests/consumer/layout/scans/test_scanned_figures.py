@@ -3,19 +3,15 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw
+from support.tesseract_scans import read_scan
 
-from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.scan_figures import find_figures
 from ocrq.consumer.layout.scanned import ReadWord
-from ocrq.shared.schemas import Page
-from ocrq.shared.settings import load_settings
 
 PX_PER_PT = 200 / 72
 
@@ -28,23 +24,6 @@ def _overlap(a: list[int], b: tuple[float, ...]) -> float:
     return w * h / union
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[TesseractEngine]:
-    """One one-process Tesseract engine for the module."""
-    tesseract = TesseractEngine(load_settings({}, local_workers=1))
-    asyncio.run(tesseract.warm_up())
-    yield tesseract
-    asyncio.run(tesseract.aclose())
-
-
-async def _read(engine: TesseractEngine, path: Path) -> Page:
-    with Image.open(path) as image:
-        width, height = image.size
-    scan = PageImage(number=1, path=str(path), media_type="image/png", width=width, height=height)
-    [page] = (await engine.recognise([scan])).pages
-    return page
-
-
 @pytest.mark.parametrize("name", ["chart_and_photo", "logo_and_stamp"])
 async def test_pictures_without_words_become_figures_where_they_lie(
     engine: TesseractEngine,
@@ -52,7 +31,7 @@ async def test_pictures_without_words_become_figures_where_they_lie(
     drawn_figures: dict[str, list[tuple[float, float, float, float]]],
     name: str,
 ) -> None:
-    page = await _read(engine, scans[name])
+    page = await read_scan(engine, scans[name])
 
     figures = [b.bbox_px for b in page.blocks if b.label == "figure"]
     assert len(figures) == len(drawn_figures[name])
@@ -64,7 +43,7 @@ async def test_pictures_without_words_become_figures_where_they_lie(
 async def test_captions_below_figures_are_labelled_and_follow_their_figure(
     engine: TesseractEngine, scans: dict[str, Path]
 ) -> None:
-    page = await _read(engine, scans["chart_and_photo"])
+    page = await read_scan(engine, scans["chart_and_photo"])
 
     labels = [b.label for b in page.blocks]
     captions = [b.text for b in page.blocks if b.label == "caption"]
@@ -79,7 +58,7 @@ async def test_captions_below_figures_are_labelled_and_follow_their_figure(
 async def test_words_inside_a_chart_are_not_body_text(
     engine: TesseractEngine, scans: dict[str, Path]
 ) -> None:
-    page = await _read(engine, scans["chart_and_photo"])
+    page = await read_scan(engine, scans["chart_and_photo"])
 
     body = " ".join(b.text for b in page.blocks if b.label != "figure")
     assert "Q3" not in body and "Q4" not in body
@@ -90,7 +69,7 @@ async def test_words_inside_a_chart_are_not_body_text(
 async def test_pages_of_text_and_tables_have_no_figure(
     engine: TesseractEngine, scans: dict[str, Path], name: str
 ) -> None:
-    page = await _read(engine, scans[name])
+    page = await read_scan(engine, scans[name])
 
     assert [b for b in page.blocks if b.label == "figure"] == []
 
@@ -98,7 +77,7 @@ async def test_pages_of_text_and_tables_have_no_figure(
 async def test_a_ruled_table_stays_a_table_not_a_figure(
     engine: TesseractEngine, report_scan: Path, report_picture: tuple[float, ...]
 ) -> None:
-    page = await _read(engine, report_scan)
+    page = await read_scan(engine, report_scan)
 
     [table] = [b for b in page.blocks if b.label == "table"]
     assert table.table is not None and (table.table.rows, table.table.cols) == (4, 3)

@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PIL import Image
+from support.tesseract_scans import read_scan
 
-from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.scan_tables import find_tables
 from ocrq.consumer.layout.scanned import ReadWord
-from ocrq.shared.schemas import Page
-from ocrq.shared.settings import load_settings
 
 CHAR = 18.0  # a character's width in the synthetic pages' pixels
 LINE = 50.0  # their line pitch
@@ -90,27 +85,10 @@ def test_two_aligned_lines_are_too_few_for_a_table() -> None:
     assert find_tables(words, 1200, 1600) == []
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[TesseractEngine]:
-    """One one-process Tesseract engine for the module."""
-    tesseract = TesseractEngine(load_settings({}, local_workers=1))
-    asyncio.run(tesseract.warm_up())
-    yield tesseract
-    asyncio.run(tesseract.aclose())
-
-
-async def _read(engine: TesseractEngine, path: Path) -> Page:
-    with Image.open(path) as image:
-        width, height = image.size
-    scan = PageImage(number=1, path=str(path), media_type="image/png", width=width, height=height)
-    [page] = (await engine.recognise([scan])).pages
-    return page
-
-
 async def test_an_unruled_table_on_a_scan_comes_back_with_its_cells(
     engine: TesseractEngine, scans: dict[str, Path], unruled_rows: list[list[str]]
 ) -> None:
-    page = await _read(engine, scans["unruled_table"])
+    page = await read_scan(engine, scans["unruled_table"])
 
     [table] = [b.table for b in page.blocks if b.label == "table"]
     assert table is not None and (table.rows, table.cols) == (5, 4)
@@ -122,7 +100,7 @@ async def test_an_unruled_table_on_a_scan_comes_back_with_its_cells(
 async def test_prose_and_lists_on_a_scan_stay_text(
     engine: TesseractEngine, scans: dict[str, Path], name: str
 ) -> None:
-    page = await _read(engine, scans[name])
+    page = await read_scan(engine, scans[name])
 
     assert [b for b in page.blocks if b.label == "table"] == []
     assert all(
