@@ -19,13 +19,12 @@ from ocrq.consumer.retry import through_outages
 from ocrq.consumer.workspace import job_workspace
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.lanes import LaneEntry
-from ocrq.shared.record import WORK_FIELDS
+from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS
 from ocrq.shared.schemas import EngineInfo, Page, Result, Timings
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, now_ms
 
 log = structlog.get_logger("ocrq.worker")
-SEARCHABLE_PDF = "searchable.pdf"  # its name among the job's files
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ class JobRunner:
                 str(job.doc), job.media_type, result.pages, words, self.reader.dpi(job)
             )
             result.searchable_pdf = True
-        result.images = sorted(name.removeprefix("images/") for name in job.files)
+        result.images = sorted(name.removeprefix(FIGURES) for name in job.files)
         saved = await through_outages(
             lambda: self.store.save_files(job.job_id, self.me, files), "save files"
         )

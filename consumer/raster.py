@@ -27,6 +27,7 @@ from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
 from ocrq.consumer.searchable import build_searchable_pdf
 from ocrq.consumer.textlayer import extract_text_page
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.record import figure_file
 from ocrq.shared.schemas import Page
 
 PDF = "application/pdf"
@@ -343,7 +344,7 @@ def crop_page_figures(
     for page in pages:
         if page.number in paths:
             crops = crop_figures(paths[page.number], page)
-            files.update({f"images/{name}": data for name, data in crops.items()})
+            files.update({figure_file(name): data for name, data in crops.items()})
     return pages, files
 
 
@@ -355,7 +356,7 @@ def text_layer_page(
     if page is None:
         return None
     crops = crop_pdf_figures(path, index, dpi, page)
-    return page, {f"images/{name}": data for name, data in crops.items()}
+    return page, {figure_file(name): data for name, data in crops.items()}
 
 
 SEARCHABLE_S_PER_PAGE = 1.0

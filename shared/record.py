@@ -107,6 +107,17 @@ class JobRecord(Base):
     webhook: bytes | None = None  # WebhookState JSON
 
 
+# The names in a job's files hash (Keys.job_files): its searchable PDF, and each figure under
+# "images/" (the name a Block's ``image`` holds, "p1-1.png", is what follows).
+SEARCHABLE_PDF = "searchable.pdf"
+FIGURES = "images/"
+
+
+def figure_file(image: str) -> str:
+    """A figure's name in the job's files hash ("p1-1.png" → "images/p1-1.png")."""
+    return FIGURES + image
+
+
 class JobEvent(msgspec.Struct):
     """What the scripts publish on the events channel at every state change."""
 

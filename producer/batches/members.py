@@ -14,10 +14,10 @@ from urllib.parse import quote
 
 import msgspec
 
-from ocrq.producer.jobs.outputs import PDF_FILE, Rendering, rendered
+from ocrq.producer.jobs.outputs import Rendering, rendered
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.record import JobRecord
+from ocrq.shared.record import SEARCHABLE_PDF, JobRecord, figure_file
 from ocrq.shared.render.formats import SUFFIXES
 
 DEFAULT_FORMATS = ("markdown",)
@@ -102,7 +102,11 @@ async def job_members(
     members: list[tuple[str, bytes]] = []
     for fmt in formats:
         if fmt == "pdf":
-            pdf = await rt.store.read_file(job_id, PDF_FILE) if row.options.searchable_pdf else None
+            pdf = (
+                await rt.store.read_file(job_id, SEARCHABLE_PDF)
+                if row.options.searchable_pdf
+                else None
+            )
             if pdf is not None:
                 members.append((stem + SUFFIXES[fmt], pdf))
             continue
@@ -112,7 +116,7 @@ async def job_members(
             data = relinked(data, stem, figures)
         members.append((stem + SUFFIXES[fmt], data))
     for name in figures:
-        image = await rt.store.read_file(job_id, f"images/{name}")
+        image = await rt.store.read_file(job_id, figure_file(name))
         if image is not None:
             members.append((f"{stem}/images/{name}", image))
     return members

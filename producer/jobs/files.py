@@ -15,7 +15,7 @@ from ocrq.producer.jobs.routes import ended_record, stored_result
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.page_ranges import parse_ranges
-from ocrq.shared.record import Field, JobRecord
+from ocrq.shared.record import Field, JobRecord, figure_file
 from ocrq.shared.render.tables import table_csv
 from ocrq.shared.schemas import ACTIVE, Status, Table
 
@@ -61,7 +61,7 @@ async def get_image(
     if IMAGE_NAME.fullmatch(name) is None:
         raise OcrqError(ErrorCode.NOT_FOUND, f"no image {name}: figures are named p1-1.png…")
     await ended_record(rt, job_id, tenant, (Field.STATUS, Field.TENANT))
-    data = await rt.store.read_file(job_id, f"images/{name}")
+    data = await rt.store.read_file(job_id, figure_file(name))
     if data is None:
         raise OcrqError(ErrorCode.NOT_FOUND, f"job {job_id} has no image {name}")
     return Response(data, media_type="image/png", headers={"Cache-Control": IMAGE_CACHE})

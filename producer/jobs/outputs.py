@@ -36,7 +36,6 @@ FORMATS: dict[str, str] = {
 FormatName = Literal["json", "markdown", "html", "text", "chunks", "pdf"]
 DEFAULT_FORMAT = "json"
 OFF_LOOP_BYTES = 64 * 1024  # above this (about 4 ms of chunking, measured) render in a thread
-PDF_FILE = "searchable.pdf"
 CHUNK_TOKENS = 512
 ChunkTokens = Annotated[
     int, Parameter(ge=32, le=8192, description="chunks: the token budget of one chunk")

@@ -23,7 +23,6 @@ from ocrq.producer.jobs.ingest import (
 from ocrq.producer.jobs.options import check_options
 from ocrq.producer.jobs.outputs import (
     CHUNK_TOKENS,
-    PDF_FILE,
     ChunkTokens,
     Rendering,
     attachment,
@@ -43,7 +42,7 @@ from ocrq.producer.jobs.views import (
 )
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.record import Field, JobRecord, new_job_fields
+from ocrq.shared.record import SEARCHABLE_PDF, Field, JobRecord, new_job_fields
 from ocrq.shared.schemas import ACTIVE, TERMINAL, Accepted, JobList, JobView, Status
 from ocrq.shared.store import now_ms
 
@@ -217,7 +216,7 @@ async def get_result(
     stored = stored_result(job_id, record)
     headers = {"Vary": "Accept"}
     if fmt == "pdf":
-        pdf = await rt.store.read_file(job_id, PDF_FILE)
+        pdf = await rt.store.read_file(job_id, SEARCHABLE_PDF)
         if pdf is None:
             raise OcrqError(ErrorCode.NOT_ACCEPTABLE, f"job {job_id} kept no searchable PDF")
         headers["Content-Disposition"] = attachment(record.filename, job_id, ".pdf")
