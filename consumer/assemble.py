@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ocrq.consumer.engines.base import EngineOutput
 from ocrq.consumer.layout.structure import compact_heading_levels
-from ocrq.shared.render.markdown import document_markdown, page_markdown
+from ocrq.shared.render.markdown import joined_markdown, page_markdown
 from ocrq.shared.schemas import EngineInfo, Page, Result, Status, Timings, Usage
 
 
@@ -44,7 +44,7 @@ def assemble(
         status=Status.DONE.value,
         media_type=media_type,
         page_count=len(pages),
-        markdown=document_markdown(pages, segments, keep_furniture=keep_furniture),
+        markdown=joined_markdown(pages, segments),
         pages=pages,
         segments=segments,
         doubtful_pages=sum(1 for page in pages if page.warnings),

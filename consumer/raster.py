@@ -362,13 +362,6 @@ def text_layer_page(
 SEARCHABLE_S_PER_PAGE = 1.0
 
 
-def searchable_document(
-    path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], dpi: int
-) -> bytes:
-    """build_searchable_pdf, called the way the pool calls functions (positional)."""
-    return build_searchable_pdf(path, media_type, pages, words, dpi=dpi)
-
-
 # --- async facade ------------------------------------------------------------------------
 
 
@@ -388,12 +381,10 @@ class Rasteriser:
         self.timeout_s = timeout_s
 
     async def _run(
-        self, what: str, function: Callable[..., T], *args: object, timeout_s: float = 0.0
+        self, what: str, function: Callable[..., T], *args: object, timeout_s: float | None = None
     ) -> T:
-        timeout_s = timeout_s or self.timeout_s
-        return await self._run_once(
-            what, function, *args, retry_if_broken=True, timeout_s=timeout_s
-        )
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        return await self._run_once(what, function, *args, retry_if_broken=True, timeout_s=timeout)
 
     async def _run_once(
         self,
@@ -476,7 +467,7 @@ class Rasteriser:
         timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
         return await self._run(
             "making the searchable PDF",
-            searchable_document,
+            build_searchable_pdf,
             path,
             media_type,
             pages,

@@ -38,7 +38,7 @@ _PNG_COLOURS = {0: 1, 2: 3, 3: 1}  # colour type → components; alpha types tak
 
 
 def build_searchable_pdf(
-    doc_path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], *, dpi: int
+    doc_path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], dpi: int
 ) -> bytes:
     """The searchable PDF of the pages read (in page order); CPU-bound, run it off the loop."""
     if not pages:

@@ -45,15 +45,26 @@ def document_markdown(
     A page whose ``markdown`` is None had its text read with other pages: that text is the
     segment's, given once at the segment's first page (never copied onto every page).
     """
+    texts = [
+        None if page.markdown is None else page_markdown(page, keep_furniture=keep_furniture)
+        for page in pages
+    ]
+    return _joined(pages, texts, segments)
+
+
+def joined_markdown(pages: list[Page], segments: list[Segment]) -> str:
+    """The document's Markdown from pages whose own Markdown is already rendered."""
+    return _joined(pages, [page.markdown for page in pages], segments)
+
+
+def _joined(pages: list[Page], texts: list[str | None], segments: list[Segment]) -> str:
+    """Each page's text in page order, or its segment's once at the segment's first page."""
     by_first = {s.first_page: s for s in segments}
     parts: list[str] = []
-    for page in pages:
-        if page.markdown is not None:
-            text = page_markdown(page, keep_furniture=keep_furniture)
-        elif page.number in by_first:
-            text = by_first[page.number].markdown
-        else:
-            continue
+    for page, text in zip(pages, texts, strict=True):
+        if text is None:
+            segment = by_first.get(page.number)
+            text = segment.markdown if segment is not None else ""
         if text.strip():
             parts.append(text.strip())
     return "\n\n".join(parts) + ("\n" if parts else "")
