@@ -16,7 +16,7 @@ from typing import Any
 
 from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.engines.cpu import Call, CpuEngine, text_block, usable_cores
-from ocrq.consumer.layout.scanned import scanned_blocks
+from ocrq.consumer.layout.scanned import structured_blocks
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.consumer.reading_order import Box, order_lines, to_markdown
 from ocrq.shared.lifeline import die_with_parent
@@ -95,15 +95,12 @@ def read_page(
         ReadWord(leaf.text, (leaf.x0, leaf.y0, leaf.x1, leaf.y1), leaf.confidence, i)
         for i, leaf in enumerate(leaves)
     ]
-    # Without the layout model (asked, or it failed on this page): the lines as text blocks.
-    blocks = [text_block(w.box, w.text, w.confidence, width, height) for w in words]
-    markdown = to_markdown(paragraphs)
-    if layout:
-        try:
-            blocks = scanned_blocks(path, width, height, words)
-            markdown = "\n\n".join(b.text for b in blocks if b.text)
-        except Exception:  # the layout model failed on this page: keep the lines
-            pass
+    blocks = structured_blocks(path, width, height, words) if layout else None
+    if blocks is None:  # not asked for, or the layout model failed: the lines as text blocks
+        blocks = [text_block(w.box, w.text, w.confidence, width, height) for w in words]
+        markdown = to_markdown(paragraphs)
+    else:
+        markdown = "\n\n".join(b.text for b in blocks if b.text)
     page = Page(number=number, width=width, height=height, markdown=markdown, blocks=blocks)
     return page, [Word(text=w.text, box=w.box) for w in words]
 

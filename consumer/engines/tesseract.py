@@ -23,7 +23,7 @@ from typing import Any
 
 from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.engines.cpu import Call, CpuEngine, text_block, usable_cores
-from ocrq.consumer.layout.scanned import scanned_blocks
+from ocrq.consumer.layout.scanned import structured_blocks
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.lifeline import die_with_parent
 from ocrq.shared.schemas import Block, Page
@@ -125,12 +125,9 @@ def read_page(
         api.Recognize()
         words = read_words(api)
         confidence = round(api.MeanTextConf() / 100, 4) if words else None
-        blocks = paragraph_blocks(api, width, height)  # without the layout model
-        if layout:
-            try:
-                blocks = scanned_blocks(path, width, height, words)
-            except Exception:  # the layout model failed on this page: keep the paragraphs
-                pass
+        blocks = structured_blocks(path, width, height, words) if layout else None
+        if blocks is None:  # not asked for, or the layout model failed: the paragraphs
+            blocks = paragraph_blocks(api, width, height)
     except Exception as e:
         # Plain RuntimeError: the library's own exceptions need not pickle back to the parent.
         raise RuntimeError(f"page {number}: {type(e).__name__}: {e}") from e

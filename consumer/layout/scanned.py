@@ -101,6 +101,18 @@ def _write_line(
         )
 
 
+def structured_blocks(
+    image_path: str, width: int, height: int, words: Sequence[ReadWord]
+) -> list[Block] | None:
+    """scanned_blocks, or None when the layout step fails on this page: an engine then keeps
+    its own plain blocks rather than failing the page (the text was read; only its
+    structure is missing)."""
+    try:
+        return scanned_blocks(image_path, width, height, words)
+    except Exception:  # the model, MuPDF and numpy raise unrelated types
+        return None
+
+
 def scanned_blocks(
     image_path: str, width: int, height: int, words: Sequence[ReadWord]
 ) -> list[Block]:
