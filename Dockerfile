@@ -54,6 +54,10 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends libgl1 libglib2.0-0 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=consumer-venv /opt/venv /opt/venv
+# The document spool (OCRQ_DOCUMENT_SPOOL_DIR, documents read from an object store over
+# OCRQ_SPOOL_SHM_MAX_MB): a volume mounted here starts out owned by the image's user.
+RUN mkdir -p /var/spool/ocrq-documents && chown 10001:10001 /var/spool/ocrq-documents \
+ && chmod 0700 /var/spool/ocrq-documents
 USER 10001:10001
 EXPOSE 9100
 CMD ["ocrq", "worker"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,20 +12,38 @@ import msgspec
 import structlog
 
 from ocrq.consumer.assemble import assemble
+from ocrq.consumer.documents import DocumentSpool, page_limit
 from ocrq.consumer.engines.base import EngineOutput
 from ocrq.consumer.heartbeat import Abandoned, Heartbeat
 from ocrq.consumer.metrics import WorkerMetrics
-from ocrq.consumer.pages import JobPages, PageReader, Tally
+from ocrq.consumer.pages import JobPages, PageReader, Report, Tally
 from ocrq.consumer.retry import through_outages
+from ocrq.consumer.stored_results import ResultWriter
 from ocrq.consumer.workspace import job_workspace
+from ocrq.shared.blobs.base import BlobError, BlobMissing, BlobStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.lanes import LaneEntry
-from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS
-from ocrq.shared.schemas import EngineInfo, Page, Result, Timings
+from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, JobRecord
+from ocrq.shared.schemas import DocumentRef, EngineInfo, Page, Result, Status, Timings
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, now_ms
 
 log = structlog.get_logger("ocrq.worker")
+
+
+@dataclass
+class Ending:
+    """What a job leaves to do once its outcome is written: its document to delete."""
+
+    document: DocumentRef | None = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """A recognised job: its Result, and where the store holds it ("" : Redis holds it)."""
+
+    result: Result
+    stored_at: str = ""
 
 
 @dataclass(frozen=True)
@@ -37,6 +56,13 @@ class JobRunner:
     metrics: WorkerMetrics
     me: str
     workspace: Path  # this worker's scratch root: one folder per job under it
+    blobs: BlobStore | None = None  # the object store (OCRQ_BLOB_URL), when configured
+    documents: DocumentSpool | None = None  # None: inline documents only (no store, no URLs)
+    results: ResultWriter | None = None  # None: results go to Redis
+
+    def spool(self) -> DocumentSpool:
+        """How this worker turns a job's document into a file."""
+        return self.documents or DocumentSpool(self.settings, self.blobs, None, None)
 
     async def process(self, entry: LaneEntry) -> None:
         """Handle one lane entry end to end; never raises (a bad job must not kill the worker)."""
@@ -73,12 +99,16 @@ class JobRunner:
             self.metrics.in_flight.dec()
 
     async def _run_claimed(self, entry: LaneEntry) -> None:
-        tally = Tally()
+        tally, ending = Tally(), Ending()
         interval = max(0.2, min(1.0, self.settings.worker.visibility_timeout_ms / 3000))
         try:
             async with Heartbeat(self.store, entry, self.me, interval) as beat:
-                result = await beat.watch(self._recognise(entry, tally))
-            outcome = Outcome.done(msgspec.json.encode(result), result.page_count)
+                done = await beat.watch(self._recognise(entry, tally, ending))
+            result = done.result
+            if done.stored_at:
+                outcome = Outcome.stored(done.stored_at, result.page_count)
+            else:
+                outcome = Outcome.done(msgspec.json.encode(result), result.page_count)
             summary = {"pages": result.page_count, **msgspec.structs.asdict(result.timings)}
         except Abandoned as e:
             await self._let_go(entry, str(e))
@@ -98,9 +128,20 @@ class JobRunner:
             "finish",
         )
         status = outcome.status if written else "lost"
+        if written:
+            await self._delete_owned(ending.document)
         self.metrics.jobs.labels(status).inc()
         total_s = round(time.monotonic() - tally.started, 3)
         log.info("job", outcome=status, total_s=total_s, **summary)
+
+    async def _delete_owned(self, document: DocumentRef | None) -> None:
+        """Best effort: an ended job's own document object goes (the sweeper takes leftovers)."""
+        if document is None or document.kind != "blob" or not document.owned or not self.blobs:
+            return
+        try:
+            await self.blobs.delete([document.key])
+        except BlobError as e:
+            log.warning("document_not_deleted", key=document.key, error=str(e))
 
     async def _let_go(self, entry: LaneEntry, reason: str) -> None:
         """The job is no longer ours: FINISH only ACKs an entry still held, writes nothing."""
@@ -114,28 +155,22 @@ class JobRunner:
         self.metrics.jobs.labels("abandoned").inc()
         log.info("job", outcome="abandoned", reason=reason)
 
-    async def _recognise(self, entry: LaneEntry, tally: Tally) -> Result:
+    async def _recognise(self, entry: LaneEntry, tally: Tally, ending: Ending) -> Done:
         record = await through_outages(lambda: self.store.read(entry.job_id, WORK_FIELDS), "read")
-        if record.payload is None:
-            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the job has no document")
+        ending.document = record.document
         created = record.created_at or now_ms()
         queued_ms = max(0, now_ms() - created)
         self.metrics.stage_seconds.labels("queue_wait").observe(queued_ms / 1000)
-
-        async def report(done: int, total: int, pages: list[Page]) -> None:
-            finished = {page.number: msgspec.json.encode(page) for page in pages}
-            ours = await through_outages(
-                lambda: self.store.progress(entry.job_id, self.me, done, total, finished),
-                "progress",
+        with job_workspace(self.workspace, entry.job_id) as folder, contextlib.ExitStack() as exits:
+            doc, media_type = await self._local_copy(entry.job_id, record, folder, exits)
+            limit = page_limit(self.settings, record.document)
+            job = JobPages(
+                entry.job_id, doc, media_type, record.options, folder, tally, page_limit=limit
             )
-            if not ours:
-                raise Abandoned("the job is no longer this worker's")
-
-        with job_workspace(self.workspace, entry.job_id) as folder:
-            doc = folder / "document"
-            await asyncio.to_thread(doc.write_bytes, record.payload)
-            job = JobPages(entry.job_id, doc, record.media_type, record.options, folder, tally)
+            tenant, filename = record.tenant, record.filename
             del record  # the payload: up to 10 MB this job no longer needs in memory
+            stored: set[str] = set()  # the job's files already written to the store
+            report = self._reporter(job, tenant, stored)
             text_pages, outputs = await self.reader.read_all(job, report)
             result = assemble(
                 job_id=entry.job_id,
@@ -146,19 +181,66 @@ class JobRunner:
                 timings=self._timings(job, queued_ms),
                 keep_furniture=job.options.keep_headers_footers,
             )
-            await self._keep_files(job, result, outputs)
-        return result
+            searchable = await self._searchable_pdf(job, result, outputs)
+            result.images = sorted(name.removeprefix(FIGURES) for name in {*job.files, *stored})
+            if self.results is not None:
+                stored_at = await self.results.write(
+                    job.job_id, tenant, filename, job.options, result, job.files, searchable
+                )
+                return Done(result, stored_at)
+            await self._keep_files(job, searchable)
+        return Done(result)
 
-    async def _keep_files(self, job: JobPages, result: Result, outputs: list[EngineOutput]) -> None:
-        """Store the job's figures and, when asked, its searchable PDF, before it finishes."""
-        files = dict(job.files)
-        if job.options.searchable_pdf:
-            words = {n: w for out in outputs for n, w in out.words.items()}
-            files[SEARCHABLE_PDF] = await self.reader.rasteriser.searchable_pdf(
-                str(job.doc), job.media_type, result.pages, words, self.reader.dpi(job)
+    def _reporter(self, job: JobPages, tenant: str, stored: set[str]) -> Report:
+        """Progress as page groups finish; with a store, their figures go to it at once
+        (a long document's figures never pile up in memory until its end)."""
+
+        async def report(done: int, total: int, pages: list[Page]) -> None:
+            if self.results is not None and job.files:
+                await self.results.put_files(job.job_id, tenant, job.files, stored)
+            finished = {page.number: msgspec.json.encode(page) for page in pages}
+            ours = await through_outages(
+                lambda: self.store.progress(job.job_id, self.me, done, total, finished),
+                "progress",
             )
-            result.searchable_pdf = True
-        result.images = sorted(name.removeprefix(FIGURES) for name in job.files)
+            if not ours:
+                raise Abandoned("the job is no longer this worker's")
+
+        return report
+
+    async def _local_copy(
+        self, job_id: str, record: JobRecord, folder: Path, exits: contextlib.ExitStack
+    ) -> tuple[Path, str]:
+        """The job's document as a file; a document gone from the store fails the job,
+        unless the job was cancelled or deleted meanwhile (its document went with it)."""
+        try:
+            return await self.spool().local_copy(job_id, record, folder, exits)
+        except BlobMissing as e:
+            status = await through_outages(lambda: self.store.status(job_id), "status")
+            if status != Status.PROCESSING:
+                raise Abandoned(f"job is {status}" if status else "job is gone") from e
+            message = "the document is gone from the store"
+            raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
+
+    async def _searchable_pdf(
+        self, job: JobPages, result: Result, outputs: list[EngineOutput]
+    ) -> Path | None:
+        """The searchable PDF, when asked, as a file beside the document."""
+        if not job.options.searchable_pdf:
+            return None
+        words = {n: w for out in outputs for n, w in out.words.items()}
+        path = job.doc.with_name(SEARCHABLE_PDF)
+        await self.reader.rasteriser.searchable_pdf(
+            str(job.doc), job.media_type, result.pages, words, self.reader.dpi(job), str(path)
+        )
+        result.searchable_pdf = True
+        return path
+
+    async def _keep_files(self, job: JobPages, searchable: Path | None) -> None:
+        """Store the job's figures and its searchable PDF in Redis, before it finishes."""
+        files = dict(job.files)
+        if searchable is not None:
+            files[SEARCHABLE_PDF] = await asyncio.to_thread(searchable.read_bytes)
         saved = await through_outages(
             lambda: self.store.save_files(job.job_id, self.me, files), "save files"
         )

@@ -11,11 +11,13 @@ import shutil
 import signal
 import socket
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import httpx
 import structlog
 
 from ocrq.consumer.circuit import EngineCircuit
+from ocrq.consumer.documents import DocumentSpool
 from ocrq.consumer.engines.base import Engine
 from ocrq.consumer.engines.cpu import CpuEngine
 from ocrq.consumer.flow import PageFlow
@@ -24,9 +26,15 @@ from ocrq.consumer.metrics import HealthServer, WorkerMetrics
 from ocrq.consumer.pages import PageReader
 from ocrq.consumer.pool import RecyclingPool
 from ocrq.consumer.raster import Rasteriser
+from ocrq.consumer.source_fetch import SourceFetcher
+from ocrq.consumer.stored_results import ResultWriter
 from ocrq.consumer.webhooks import WebhookSender, webhook_client
 from ocrq.consumer.worker import Worker
-from ocrq.consumer.workspace import claim_worker_folder, stack_root, sweep_stale
+from ocrq.consumer.workspace import claim_worker_folder, spool_root, stack_root, sweep_stale
+from ocrq.shared.blobs.base import BlobStore
+from ocrq.shared.blobs.opening import open_blob_store
+from ocrq.shared.blobs.sweep import run_sweeper
+from ocrq.shared.egress import pinned_client
 from ocrq.shared.lifeline import anchor_helpers, die_with_parent
 from ocrq.shared.logging import configure_logging
 from ocrq.shared.settings import Settings, load_settings, refuse_placeholder_secrets
@@ -107,6 +115,35 @@ async def start_helpers(pool: RecyclingPool, engine: Engine, renderers: int) -> 
     await engine.warm_up()
 
 
+def source_fetcher(settings: Settings, http: httpx.AsyncClient) -> SourceFetcher:
+    """Fetches documents given by URL, with the webhooks' address checks."""
+    return SourceFetcher(
+        http,
+        allow_private=settings.webhooks.webhook_allow_private,
+        resolve_timeout_s=settings.webhooks.webhook_resolve_timeout_s,
+        fetch_timeout_s=settings.blobs.source_fetch_timeout_s,
+    )
+
+
+def disk_spool(settings: Settings, me: str) -> Path | None:
+    """This worker's folder for large documents (a store is configured), dead ones' swept."""
+    if not settings.blobs.enabled:
+        return None
+    s = settings.store
+    root = spool_root(settings.blobs.document_spool_dir, s.redis_url, s.prefix)
+    sweep_stale(root)
+    return claim_worker_folder(root, me)
+
+
+def start_sweeper(
+    settings: Settings, blobs: BlobStore | None, store: JobStore, me: str, stop: asyncio.Event
+) -> asyncio.Task[None] | None:
+    """The store's sweeper (orphan documents, expired results) beside the jobs."""
+    if blobs is None:
+        return None
+    return asyncio.create_task(run_sweeper(blobs, store, settings, me, stop), name="sweeper")
+
+
 async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False) -> None:
     """Build the worker's clients and pools, run the loop, close everything."""
     me = worker_name(settings)
@@ -124,7 +161,11 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     flow = page_flow(settings, engine)
     metrics = WorkerMetrics()
     metrics.watch_flow(flow)
+    blobs = open_blob_store(settings, observe=metrics.observe_blob)
+    spool = disk_spool(settings, me)
+    sources_http = pinned_client(settings.worker.max_jobs, settings.blobs.source_fetch_timeout_s)
     health = HealthServer(metrics, "0.0.0.0", settings.worker.metrics_port, stale_after_s=30.0)
+    sweeping: asyncio.Task[None] | None = None
     try:
         await start_helpers(pool, engine, settings.worker.raster_workers)
         if settings.worker.metrics_port:
@@ -140,29 +181,56 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
             ),
             flow=flow,
         )
-        runner = JobRunner(settings, store, reader, metrics, me, workspace)
+        documents = DocumentSpool(settings, blobs, source_fetcher(settings, sources_http), spool)
+        results = ResultWriter(blobs, settings.blobs.blob_outage_s) if blobs else None
+        runner = JobRunner(
+            settings, store, reader, metrics, me, workspace, blobs, documents, results
+        )
         log.info(
             "worker_started",
             engine=engine.name,
             model=engine.model,
             shm=str(workspace),
             engine_slots=flow.engine.size,
+            blob_store=blobs.url if blobs else None,
         )
+        sweeping = start_sweeper(settings, blobs, store, me, stop)
         hooks = WebhookSender(settings, store, hooks_http, me)  # never the engine's pool
         sending = asyncio.create_task(hooks.run(stop), name="webhooks")
         await Worker(settings, store, runner, metrics).run(stop, burst=burst)
         stop.set()  # burst mode ends the loop without a signal: stop the sender too
         await sending
     finally:
+        stop.set()
+        if sweeping is not None:
+            await stop_sweeper(sweeping)
         await health.stop()
         await circuit.aclose()
         await engine.aclose()
         await http.aclose()
         await hooks_http.aclose()
+        await sources_http.aclose()
+        if blobs is not None:
+            await blobs.aclose()
         await pool.aclose()
         await redis.aclose()
         shutil.rmtree(workspace, ignore_errors=True)
+        if spool is not None:
+            shutil.rmtree(spool, ignore_errors=True)
         log.info("worker_stopped")
+
+
+async def stop_sweeper(task: asyncio.Task[None]) -> None:
+    """Let the sweeper see the stop and end its pass; cancel it when it takes too long."""
+    done, _ = await asyncio.wait({task}, timeout=10.0)
+    if not done:
+        task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception as e:  # the sweeper's own failure must not fail the worker's shutdown
+        log.warning("sweeper_failed", error=repr(e))
 
 
 async def run_until_signalled(settings: Settings, *, burst: bool = False) -> None:

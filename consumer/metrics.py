@@ -20,10 +20,12 @@ if TYPE_CHECKING:
     from ocrq.consumer.flow import PageFlow
 
 _STAGE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_BLOB_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class WorkerMetrics:
-    """Jobs by outcome, pages, stage latencies, window fill, engine errors, in-flight."""
+    """Jobs by outcome, pages, stage latencies, window fill, engine errors, in-flight, and
+    the object store's latency, bytes and errors."""
 
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
@@ -51,7 +53,29 @@ class WorkerMetrics:
         self.render_ahead = Gauge(
             "ocrq_render_ahead_bytes", "Rendered pages waiting for an engine slot", registry=r
         )
+        # The object store, as the producer counts it (same names): fed by observe_blob.
+        self.blob_seconds = Histogram(
+            "ocrq_blob_seconds",
+            "Object store call latency, by operation",
+            ["op"],
+            buckets=_BLOB_BUCKETS,
+            registry=r,
+        )
+        self.blob_bytes = Counter(
+            "ocrq_blob_bytes", "Bytes moved to or from the object store", ["op"], registry=r
+        )
+        self.blob_errors = Counter(
+            "ocrq_blob_errors", "Object store calls that failed, by operation", ["op"], registry=r
+        )
         self.last_loop = time.monotonic()
+
+    def observe_blob(self, op: str, seconds: float, nbytes: int, ok: bool) -> None:
+        """One object store call (open_blob_store's observe callback)."""
+        self.blob_seconds.labels(op).observe(seconds)
+        if nbytes:
+            self.blob_bytes.labels(op).inc(nbytes)
+        if not ok:
+            self.blob_errors.labels(op).inc()
 
     def watch_flow(self, flow: PageFlow) -> None:
         """Read the page flow's gauges from it at each scrape."""

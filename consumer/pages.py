@@ -55,6 +55,9 @@ class JobPages:
     tally: Tally
     # Files the job keeps with its result: figure crops ("images/p1-1.png" → PNG bytes).
     files: dict[str, bytes] = field(default_factory=dict)
+    # The most pages it may read; 0: OCRQ_DEFAULT_MAX_PAGES (documents by reference have
+    # OCRQ_MAX_SOURCE_PAGES, consumer/documents.py).
+    page_limit: int = 0
 
 
 def remove_files(paths: list[str]) -> None:
@@ -110,8 +113,8 @@ class PageReader:
 
     async def _chosen_pages(self, job: JobPages) -> tuple[list[int], int]:
         """The 0-based pages the job reads (its ``pages`` option, else all) and their count."""
-        s = self.settings.worker
-        max_pages = min(job.options.max_pages or s.default_max_pages, s.default_max_pages)
+        ceiling = job.page_limit or self.settings.worker.default_max_pages
+        max_pages = min(job.options.max_pages or ceiling, ceiling)
         cap = max_pages if job.options.pages is None else MAX_INSPECTED_PAGES
         in_document = await self.rasteriser.inspect(str(job.doc), job.media_type, cap)
         chosen = selected_pages(job.options.pages, in_document)

@@ -24,7 +24,7 @@ from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.layout.figures import crop_figures, crop_pdf_figures
 from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
-from ocrq.consumer.searchable import build_searchable_pdf
+from ocrq.consumer.searchable import write_searchable_pdf
 from ocrq.consumer.textlayer import extract_text_page
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import figure_file
@@ -460,19 +460,27 @@ class Rasteriser:
         )
 
     async def searchable_pdf(
-        self, path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], dpi: int
-    ) -> bytes:
-        """The document's read pages with an invisible text layer (consumer/searchable.py)."""
+        self,
+        path: str,
+        media_type: str,
+        pages: list[Page],
+        words: dict[int, list[Word]],
+        dpi: int,
+        out_path: str,
+    ) -> int:
+        """The document's read pages with an invisible text layer (consumer/searchable.py),
+        written to ``out_path`` (never sent back whole from the render process); its size."""
         # A page takes milliseconds; a long document gets time in proportion.
         timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
         return await self._run(
             "making the searchable PDF",
-            build_searchable_pdf,
+            write_searchable_pdf,
             path,
             media_type,
             pages,
             words,
             dpi,
+            out_path,
             timeout_s=timeout_s,
         )
 

@@ -1,14 +1,17 @@
-"""Backoff: capped exponential delays with jitter, for Redis outages and the engine alike."""
+"""Backoff: capped exponential delays with jitter, for Redis, object store and engine outages."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import structlog
 
+from ocrq.shared.blobs.base import BlobUnavailable
+from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.store import REDIS_DOWN
 
 T = TypeVar("T")
@@ -64,4 +67,27 @@ async def through_outages(call: Callable[[], Awaitable[T]], what: str) -> T:
         except REDIS_DOWN as e:
             delay = backoff.next_delay()
             log.warning("redis_unavailable", during=what, error=str(e), retry_in_s=round(delay, 2))
+            await asyncio.sleep(delay)
+
+
+async def through_blob_outages(call: Callable[[], Awaitable[T]], what: str, outage_s: float) -> T:
+    """Run an object store call; while the store is unavailable, wait and try it again.
+
+    Like an engine outage, a store outage makes jobs wait, not fail: the caller's heartbeat
+    keeps the job's entry owned meanwhile. After ``outage_s`` (OCRQ_BLOB_OUTAGE_S) without
+    an answer the job fails with ``unavailable``. Every call retried here is idempotent
+    (a PUT rewrites the same object, a download starts the file again).
+    """
+    backoff = Backoff(0.5, 5.0)  # a store back from a restart is used again within seconds
+    gives_up = time.monotonic() + outage_s
+    while True:
+        try:
+            return await call()
+        except BlobUnavailable as e:
+            left = gives_up - time.monotonic()
+            if left <= 0:
+                message = f"no answer for {outage_s:g} s while {what}: {e}"
+                raise OcrqError(ErrorCode.UNAVAILABLE, message[:300]) from e
+            delay = min(left, backoff.next_delay())
+            log.warning("blob_unavailable", during=what, error=str(e), retry_in_s=round(delay, 2))
             await asyncio.sleep(delay)

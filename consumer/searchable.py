@@ -15,10 +15,11 @@ PDF page's own transform (its /Rotate, its crop box), at the render's true scale
 from __future__ import annotations
 
 import io
+import os
 import struct
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pymupdf
 from PIL import Image, ImageOps
@@ -29,6 +30,16 @@ from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Page
 
 PDF = "application/pdf"
+T = TypeVar("T")
+Made = TypeVar("Made", covariant=True)
+
+
+class Output(Protocol[Made]):
+    """What becomes of the finished PDF: its bytes, or a file (with MuPDF's save options)."""
+
+    def __call__(self, doc: pymupdf.Document, **options: bool | int) -> Made: ...
+
+
 _MAX_PAGE_PT = 14400.0  # the largest page PDF readers accept (200 inches)
 _IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "TIFF", "BMP")  # as consumer/raster.py opens
 # EXIF orientations a counter-clockwise turn undoes; mirrored ones are re-encoded.
@@ -41,19 +52,55 @@ def build_searchable_pdf(
     doc_path: str, media_type: str, pages: list[Page], words: dict[int, list[Word]], dpi: int
 ) -> bytes:
     """The searchable PDF of the pages read (in page order); CPU-bound, run it off the loop."""
+    return _searchable(doc_path, media_type, pages, words, dpi, _as_bytes)
+
+
+def write_searchable_pdf(
+    doc_path: str,
+    media_type: str,
+    pages: list[Page],
+    words: dict[int, list[Word]],
+    dpi: int,
+    out_path: str,
+) -> int:
+    """build_searchable_pdf saved to ``out_path`` instead: a long document's PDF is never
+    held whole in memory (nor sent back from the render process); its size."""
+    return _searchable(doc_path, media_type, pages, words, dpi, _saved_to(out_path))
+
+
+def _searchable(
+    doc_path: str,
+    media_type: str,
+    pages: list[Page],
+    words: dict[int, list[Word]],
+    dpi: int,
+    output: Output[T],
+) -> T:
     if not pages:
         raise OcrqError(ErrorCode.INTERNAL, "a searchable PDF needs at least one page")
     read = sorted({page.number: page for page in pages}.values(), key=lambda page: page.number)
     try:
         if media_type == PDF:
-            return _from_pdf(doc_path, read, words)
-        return _from_image(doc_path, read, words, dpi)
+            return _from_pdf(doc_path, read, words, output)
+        return _from_image(doc_path, read, words, dpi, output)
     except OcrqError:
         raise
     except Exception as e:  # MuPDF and Pillow raise many unrelated types on damaged input
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the searchable PDF cannot be built") from e
     finally:
         pymupdf.TOOLS.store_shrink(100)  # MuPDF's image cache outlives the document
+
+
+def _as_bytes(doc: pymupdf.Document, **options: bool | int) -> bytes:
+    return bytes(doc.tobytes(**options))
+
+
+def _saved_to(path: str) -> Output[int]:
+    def save(doc: pymupdf.Document, **options: bool | int) -> int:
+        doc.save(path, **options)
+        return os.path.getsize(path)
+
+    return save
 
 
 # --- what each page says, and where ----------------------------------------------------
@@ -140,7 +187,7 @@ def _add_layer(
 # --- PDF sources -----------------------------------------------------------------------
 
 
-def _from_pdf(path: str, pages: list[Page], words: dict[int, list[Word]]) -> bytes:
+def _from_pdf(path: str, pages: list[Page], words: dict[int, list[Word]], output: Output[T]) -> T:
     """The PDF's read pages as they were, the OCR'd ones with their text layer."""
     try:
         doc = pymupdf.open(path, filetype="pdf")
@@ -159,13 +206,15 @@ def _from_pdf(path: str, pages: list[Page], words: dict[int, list[Word]]) -> byt
                 _add_layer(doc[index], page, words, fonts)
         fonts.finish()
         # Only this layer's streams are new (and deflated): the pages' own stay as they were.
-        return bytes(doc.tobytes(garbage=1))
+        return output(doc, garbage=1)
 
 
 # --- image sources ---------------------------------------------------------------------
 
 
-def _from_image(path: str, pages: list[Page], words: dict[int, list[Word]], dpi: int) -> bytes:
+def _from_image(
+    path: str, pages: list[Page], words: dict[int, list[Word]], dpi: int, output: Output[T]
+) -> T:
     """One PDF page per image page read, holding the image and its text layer."""
     image = _open_image(path)
     with image, pymupdf.open() as doc:
@@ -175,7 +224,7 @@ def _from_image(path: str, pages: list[Page], words: dict[int, list[Word]], dpi:
             target = _image_page(doc, path, image, dpi)
             _add_layer(target, page, words, fonts)
         fonts.finish()
-        return bytes(doc.tobytes(garbage=1, deflate=True, deflate_images=True))
+        return output(doc, garbage=1, deflate=True, deflate_images=True)
 
 
 def _open_image(path: str) -> Image.Image:

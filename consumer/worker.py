@@ -52,6 +52,8 @@ class Worker:
         self.me = runner.me
         self.flow: PageFlow = runner.reader.flow
         self.stack_root: Path = runner.workspace.parent  # where other workers' folders live
+        disk = runner.documents.disk if runner.documents else None
+        self.spool_root: Path | None = disk.parent if disk else None  # their disk spools
         self.lanes = store.lanes
         self.tasks: dict[asyncio.Task[None], LaneEntry] = {}
         # Entries already pending to us that no task runs yet: read beyond the room,
@@ -261,6 +263,8 @@ class Worker:
         )
         # A dead worker on this host left its page folder behind: reclaim its disk with its work.
         await asyncio.to_thread(sweep_stale, self.stack_root)
+        if self.spool_root is not None:
+            await asyncio.to_thread(sweep_stale, self.spool_root)
         for _, stream in self.store.keys.lane_streams():
             # The scan goes on from where it stopped: stale entries behind many live ones
             # are reached in later turns rather than never.

@@ -1,7 +1,9 @@
 """Scratch folders in RAM (/dev/shm): one per stack, one per worker in it, one per job in that.
 
-``<shm_dir>/ocrq/<stack>/<worker>/<job_id>/``. The stack folder is named after a hash of the
-Redis URL and key prefix, so two stacks on one machine never touch each other's files. Each
+``<shm_dir>/ocrq/<stack>/<worker>/<job_id>/``. With an object store, large documents spool
+to the same layout on disk, ``<document_spool_dir>/ocrq-spool/<stack>/<worker>/<job_id>/``.
+The stack folder is named after a hash of the Redis URL and key prefix, so two stacks on
+one machine never touch each other's files. Each
 worker folder holds an ``owner`` file naming the process that made it (host, boot, pid and
 the pid's start time); a sweep removes a worker folder only when that process provably no
 longer runs. The start time matters: in a container a worker is usually pid 1 after every
@@ -58,6 +60,14 @@ def shm_base(shm_dir: str) -> Path:
 def stack_root(shm_dir: str, redis_url: str, prefix: str) -> Path:
     """This stack's folder, created private to this user (uploads are tenant data)."""
     root = shm_base(shm_dir) / stack_id(redis_url, prefix)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return root
+
+
+def spool_root(spool_dir: str, redis_url: str, prefix: str) -> Path:
+    """This stack's folder on the disk spool (large documents read from a store or a URL);
+    ``spool_dir`` "": the system's temp folder."""
+    root = Path(spool_dir or tempfile.gettempdir()) / "ocrq-spool" / stack_id(redis_url, prefix)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     return root
 

@@ -23,14 +23,18 @@ from ocrq.producer.batches.sweeper import batch_sweeper
 from ocrq.producer.events import EventHub
 from ocrq.producer.guard import host_guard
 from ocrq.producer.health import HEALTH_HANDLERS
+from ocrq.producer.jobs.capabilities import CAPABILITY_HANDLERS
 from ocrq.producer.jobs.files import FILE_HANDLERS
 from ocrq.producer.jobs.routes import JOB_HANDLERS
+from ocrq.producer.jobs.uploads import UPLOAD_HANDLERS
 from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
 from ocrq.producer.runtime import Runtime
 from ocrq.producer.ui import page_headers, ui_router
 from ocrq.shared.batch_store import BatchStore
+from ocrq.shared.blobs import BlobError
+from ocrq.shared.blobs.opening import open_blob_store
 from ocrq.shared.enqueue import store_full
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.logging import configure_logging, renders_json
@@ -62,6 +66,9 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
             return _render(err, exc.status_code, exc.headers)  # 405 keeps its Allow header
     elif isinstance(exc, REDIS_DOWN):
         err = OcrqError(ErrorCode.UNAVAILABLE, "the job store is unreachable", retry_after=5)
+    elif isinstance(exc, BlobError):  # a route that did not say more about the store's failure
+        log.warning("blob_store_error", error=str(exc))
+        err = OcrqError(ErrorCode.UNAVAILABLE, "the object store is unreachable", retry_after=5)
     elif is_oom(exc):
         err = store_full()
     else:
@@ -148,7 +155,8 @@ def access_logged(app: ASGIApp, level: int) -> ASGIApp:
 
 
 def lifespan_for(settings: Settings) -> Any:
-    """The lifespan: one Redis pool, one pub/sub hub; groups created at start."""
+    """The lifespan: one Redis pool, one pub/sub hub, the object store; groups created at
+    start."""
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -161,15 +169,19 @@ def lifespan_for(settings: Settings) -> Any:
             await store.ensure_groups()
         except Exception as e:  # Redis may come up after us; /readyz says so meanwhile
             log.warning("redis_unreachable_at_start", error=str(e))
+        metrics = ProducerMetrics()
+        blobs = open_blob_store(settings, observe=metrics.observe_blob)
         events = EventHub(store.event_channel)
         await events.start()
         app.state.runtime = Runtime(
-            settings, store, events, auth, ProducerMetrics(), BatchStore(store)
+            settings, store, events, auth, metrics, BatchStore(store), blobs=blobs
         )
         try:
             yield
         finally:
             await events.stop()
+            if blobs is not None:
+                await blobs.aclose()
             await store.aclose()
 
     return lifespan
@@ -185,6 +197,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
         route_handlers=[
             *HEALTH_HANDLERS,
             *JOB_HANDLERS,
+            *UPLOAD_HANDLERS,
+            *CAPABILITY_HANDLERS,
             *FILE_HANDLERS,
             *BATCH_HANDLERS,
             batch_results,

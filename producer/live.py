@@ -20,22 +20,27 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import msgspec
+import structlog
 from litestar import Request, get
 from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import ServerSentEvent, ServerSentEventMessage
 
 from ocrq.producer.batches.views import batch_status, tenants_batch
+from ocrq.producer.jobs.outputs import OFF_LOOP_BYTES
+from ocrq.producer.jobs.stored import result_json
 from ocrq.producer.jobs.views import SUMMARY_FIELDS, job_summary, known_job, visible
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.record import Field
-from ocrq.shared.schemas import TERMINAL, Base, BatchCounts
+from ocrq.shared.record import Field, JobRecord
+from ocrq.shared.schemas import TERMINAL, Base, BatchCounts, Status
 
+log = structlog.get_logger("ocrq.producer")
 HEARTBEAT_S = 15.0
 COALESCE_S = 0.1  # a burst of changes (a batch's jobs ending together) is one event
-# What a job's event carries, and the tenant to check who may see it.
-EVENT_FIELDS = (*SUMMARY_FIELDS, Field.TENANT)
+# What a job's event carries, the tenant to check who may see it, and (done with an object
+# store) where its result is: the page feed reads the last pages from there.
+EVENT_FIELDS = (*SUMMARY_FIELDS, Field.TENANT, Field.RESULT_REF)
 
 
 class BatchEvent(Base):
@@ -61,32 +66,59 @@ class PageEvent(msgspec.Struct):
     blocks: msgspec.Raw = msgspec.Raw(b"[]")
 
 
+class ResultPages(msgspec.Struct):
+    """The pages of a stored Result, as page events carry them."""
+
+    pages: list[PageEvent] = msgspec.field(default_factory=list)
+
+
 class PageFeed:
-    """The pages of one job not yet sent on one stream, read when the job has moved."""
+    """The pages of one job not yet sent on one stream, read when the job has moved.
+
+    While the job runs they are the pages kept in Redis; once it is done with its result in
+    the object store (``result_ref``: Redis then keeps no pages), the result's own pages.
+    """
 
     def __init__(self, rt: Runtime, job_id: str) -> None:
         self.rt, self.job_id = rt, job_id
         self.sent: set[int] = set()
+        self.result_ref = ""  # set by the stream's read once the job is done with one
         self._decoder = msgspec.json.Decoder(PageEvent)
 
     async def new_events(self) -> list[ServerSentEventMessage]:
         """A ``page`` event for each page kept since the last call, in page order."""
+        pages = await (self._stored_pages() if self.result_ref else self._kept_pages())
+        events = []
+        for page in sorted(pages, key=lambda p: p.number):
+            if page.number in self.sent:
+                continue
+            events.append(
+                ServerSentEventMessage(data=msgspec.json.encode(page).decode(), event="page")
+            )
+            self.sent.add(page.number)
+        return events
+
+    async def _kept_pages(self) -> list[PageEvent]:
         kept = await self.rt.flights.read(
             f"pages:{self.job_id}", lambda: self.rt.store.finished_pages(self.job_id)
         )
         numbers = sorted(set(kept) - self.sent)
-        events = []
-        for number, data in zip(
-            numbers, await self.rt.store.read_pages(self.job_id, numbers), strict=True
-        ):
-            if data is None:  # deleted meanwhile: the job's own event says so
-                continue
-            page = self._decoder.decode(data)
-            events.append(
-                ServerSentEventMessage(data=msgspec.json.encode(page).decode(), event="page")
+        found = await self.rt.store.read_pages(self.job_id, numbers)
+        # A page gone meanwhile (the job deleted): the job's own event says so.
+        return [self._decoder.decode(data) for data in found if data is not None]
+
+    async def _stored_pages(self) -> list[PageEvent]:
+        record = JobRecord(status=Status.DONE, result_ref=self.result_ref)
+        try:
+            stored = await self.rt.flights.read(
+                f"result:{self.job_id}", lambda: result_json(self.rt, self.job_id, record)
             )
-            self.sent.add(number)
-        return events
+        except OcrqError as e:  # a stream ends whole: the done event still comes
+            log.warning("page_events_lost", job_id=self.job_id, error=e.message)
+            return []
+        if len(stored) > OFF_LOOP_BYTES:
+            return (await asyncio.to_thread(msgspec.json.decode, stored, type=ResultPages)).pages
+        return msgspec.json.decode(stored, type=ResultPages).pages
 
 
 async def no_extras() -> list[ServerSentEventMessage]:
@@ -147,13 +179,15 @@ async def job_events(
             f"job:{job_id}", lambda: rt.store.read(known_job(job_id), EVENT_FIELDS)
         )
         record = visible(job_id, fetched, tenant)
+        feed.result_ref = record.result_ref
         summary = job_summary(job_id, record)
         event_id = f"{summary.status}:{summary.progress.pages_done}"
         return event_id, msgspec.json.encode(summary), record.status in TERMINAL
 
+    feed = PageFeed(rt, job_id)
     await read()  # a job that is not there (or not the tenant's) is a 404, not a stream
     last = request.headers.get("last-event-id", "")
-    extras = PageFeed(rt, job_id).new_events if pages else no_extras
+    extras = feed.new_events if pages else no_extras
     return ServerSentEvent(stream(rt, job_id, "job", read, last, extras))
 
 

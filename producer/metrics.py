@@ -6,7 +6,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class ProducerMetrics:
-    """Requests by route and status, bytes accepted, enqueue latency, lane backlog."""
+    """Requests by route and status, bytes accepted, enqueue latency, lane backlog, and the
+    object store's latency, bytes and errors by operation."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -39,3 +40,31 @@ class ProducerMetrics:
             ["lane"],
             registry=self.registry,
         )
+        self.blob_seconds = Histogram(
+            "ocrq_blob_seconds",
+            "Latency of object store calls",
+            ["op"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0),
+            registry=self.registry,
+        )
+        self.blob_bytes = Counter(
+            "ocrq_blob_bytes",
+            "Bytes moved to (write) or from (read) the object store",
+            ["op", "direction"],
+            registry=self.registry,
+        )
+        self.blob_errors = Counter(
+            "ocrq_blob_errors",
+            "Object store calls that failed (unreachable, timed out, refused)",
+            ["op"],
+            registry=self.registry,
+        )
+
+    def observe_blob(self, op: str, seconds: float, nbytes: int, ok: bool) -> None:
+        """One store call (open_blob_store's ``observe``): its latency, bytes, failure."""
+        self.blob_seconds.labels(op).observe(seconds)
+        if nbytes:
+            direction = "write" if op.startswith("put") else "read"
+            self.blob_bytes.labels(op, direction).inc(nbytes)
+        if not ok:
+            self.blob_errors.labels(op).inc()

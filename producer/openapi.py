@@ -23,7 +23,7 @@ from ocrq.producer.jobs.files import IMAGE_NAME, TABLE_NAME
 from ocrq.producer.jobs.outputs import FORMATS
 from ocrq.shared.errors import HTTP_STATUS, ErrorCode
 from ocrq.shared.profiles import PROFILES
-from ocrq.shared.schemas import ErrorBody, JobOptions, SubmitBody
+from ocrq.shared.schemas import ErrorBody, JobOptions, SourceBody, SubmitBody, UploadRequest
 from ocrq.shared.settings import Settings
 
 ASSETS = "/schema/assets"
@@ -32,7 +32,9 @@ RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"typ
 
 # Every status each route can answer besides its success, as the code can raise them.
 ROUTE_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
-    ("post", "/v1/jobs"): (400, 401, 408, 413, 415, 429, 503),
+    ("post", "/v1/jobs"): (400, 401, 403, 404, 408, 409, 413, 415, 429, 503),
+    ("post", "/v1/uploads"): (400, 401, 409, 413, 503),
+    ("get", "/v1/capabilities"): (401,),
     ("get", "/v1/jobs"): (400, 401, 503),
     ("get", "/v1/jobs/{job_id}"): (400, 401, 404, 503),
     ("get", "/v1/jobs/{job_id}/result"): (400, 401, 404, 406, 409, 503),
@@ -105,12 +107,14 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
     components = schema.setdefault("components", {})
     definitions = components.setdefault("schemas", {})
     (_, ours) = msgspec.json.schema_components(
-        [SubmitBody, ErrorBody], ref_template="#/components/schemas/{name}"
+        [SubmitBody, SourceBody, UploadRequest, ErrorBody],
+        ref_template="#/components/schemas/{name}",
     )
     definitions.update(ours)
     paths = schema.get("paths", {})
     submit = paths["/v1/jobs"]["post"]
     submit["requestBody"] = submit_body()
+    document_uploads(paths, definitions, settings)
     submit["parameters"] = raw_query_parameters() + submit.get("parameters", [])
     limits = option_limits(settings)
     definitions["JobOptions"]["properties"].update(limits)
@@ -171,6 +175,28 @@ def document_prefer_wait(submit: dict[str, Any], settings: Settings) -> None:
         "headers": {"Preference-Applied": applied},
         "content": {"application/json": {"schema": {"anyOf": [ref("JobView"), ref("Accepted")]}}},
     }
+
+
+def document_uploads(
+    paths: dict[str, Any], definitions: dict[str, Any], settings: Settings
+) -> None:
+    """POST /v1/uploads' optional body (its size capped by OCRQ_MAX_SOURCE_BYTES) and the
+    one-of rule of a source."""
+    size = definitions["UploadRequest"]["properties"]["size"]
+    size["anyOf"][0]["maximum"] = settings.blobs.max_source_bytes
+    paths["/v1/uploads"]["post"]["requestBody"] = {
+        "required": False,
+        "description": "What the client is about to PUT (all optional): a size over "
+        f"{settings.blobs.max_source_bytes} bytes (OCRQ_MAX_SOURCE_BYTES) is refused at once, "
+        "a content_type comes back in the headers to send. 409 when the deployment has no "
+        "object store (OCRQ_BLOB_URL).",
+        "content": {"application/json": {"schema": ref("UploadRequest")}},
+    }
+    definitions["Source"]["description"] = (
+        "Exactly one of: upload_id (POST /v1/uploads, then PUT), key (s3://bucket/prefix/... "
+        "under one of the tenant's OCRQ_SOURCE_PREFIXES), url (https://, fetched by the "
+        "worker; no private addresses)"
+    )
 
 
 def document_outputs(paths: dict[str, Any]) -> None:
@@ -306,7 +332,8 @@ def batch_body() -> dict[str, Any]:
 
 
 def submit_body() -> dict[str, Any]:
-    """POST /v1/jobs's three formats: JSON with base64, multipart, or the document itself."""
+    """POST /v1/jobs's three formats: JSON with base64 (or a source), multipart, or the
+    document itself."""
     options = msgspec.json.schema(JobOptions)["$defs"]["JobOptions"]["properties"]
     form = {"file": {"type": "string", "format": "binary"}, "filename": {"type": "string"}}
     form.update({name: {"type": "string"} for name in options})
@@ -314,9 +341,11 @@ def submit_body() -> dict[str, Any]:
     return {
         "required": True,
         "description": "The document as JSON (base64), as a multipart `file` part, or as the "
-        "body itself (options then go in the query). Its type comes from its bytes.",
+        "body itself (options then go in the query). Its type comes from its bytes. A JSON "
+        '`{"source": {...}}` body queues a document by reference instead (an upload, a key '
+        "of the object store, an https:// URL).",
         "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/SubmitBody"}},
+            "application/json": {"schema": {"anyOf": [ref("SubmitBody"), ref("SourceBody")]}},
             "multipart/form-data": {
                 "schema": {"type": "object", "required": ["file"], "properties": form}
             },

@@ -15,13 +15,15 @@ from ocrq.producer.events import EventHub
 from ocrq.producer.flights import SingleFlight
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.shared.batch_store import BatchStore
+from ocrq.shared.blobs import BlobStore
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import JobStore
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """Settings plus the one Redis pool, the one pub/sub hub, auth and metrics."""
+    """Settings plus the one Redis pool, the one pub/sub hub, auth, metrics and the object
+    store (None when OCRQ_BLOB_URL is unset: every byte stays in Redis)."""
 
     settings: Settings
     store: JobStore
@@ -29,6 +31,7 @@ class Runtime:
     auth: Authenticator
     metrics: ProducerMetrics
     batches: BatchStore
+    blobs: BlobStore | None = None
     flights: SingleFlight = field(default_factory=SingleFlight)  # shared reads (live events)
     decode_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
 

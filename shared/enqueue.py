@@ -36,9 +36,18 @@ class NewJob:
     """One job to write: its keys and fields, as the store composed them."""
 
     def __init__(
-        self, keys: Keys, job_id: str, lane: str, fields: Mapping[str, Any], batch: str
+        self,
+        keys: Keys,
+        job_id: str,
+        lane: str,
+        fields: Mapping[str, Any],
+        batch: str,
+        *,
+        given_id: bool = False,
     ) -> None:
         self.keys, self.job_id, self.lane, self.batch = keys, job_id, lane, batch
+        # True: the id came from the client (an upload's): a job of that id may exist.
+        self.given_id = given_id
         self.fields = fields
         self.tag = tag_of(job_id)
         self.tenant = text(fields.get(Field.TENANT, ""))
@@ -104,11 +113,14 @@ async def _enqueue(
     async with redis.pipeline(transaction=True) as pipe:
         while True:
             try:
-                if idem:
-                    await pipe.watch(idem)
+                watched = [k for k in (idem, new.job if new.given_id else None) if k]
+                if watched:
+                    await pipe.watch(*watched)
                 prior = await _prior_job(pipe, new, idem)  # immediate: the pipe is WATCHing
                 if prior is not None:
                     return False, prior
+                if new.given_id and await pipe.exists(new.job):
+                    raise OcrqError(ErrorCode.CONFLICT, f"job {new.job_id} already exists")
                 await _check_room(nodes.redis, settings, new)
                 pipe.multi()  # type: ignore[no-untyped-call]
                 _write(pipe, settings, new, idem)

@@ -33,6 +33,7 @@ SCRIPT_NAMES = (
     "batch_seal",
     "webhook_state",
     "save_files",
+    "lease",
 )
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 
@@ -187,6 +188,10 @@ class Keys:
     def dead(self, tag: str) -> str:
         """Poisoned jobs of the partition, for an operator to look at."""
         return f"{self._in(tag)}dead"
+
+    def lease(self, name: str) -> str:
+        """A lease one process of the stack holds at a time (the store sweeper's)."""
+        return f"{self.prefix}lease:{name}"
 
     def replicated(self, tag: str) -> str:
         """A small key the producer writes after a job, to WAIT for replicas on its node."""

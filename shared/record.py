@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from ocrq.shared.errors import ErrorCode
-from ocrq.shared.schemas import Base, ErrorBody, JobOptions, Status, stored_options
+from ocrq.shared.schemas import Base, DocumentRef, ErrorBody, JobOptions, Status, stored_options
 
 
 class Field(StrEnum):
@@ -36,7 +36,9 @@ class Field(StrEnum):
     PAGES_DONE = "pages_done"
     ERROR = "error"  # ErrorBody as JSON, on failed and cancelled
     RESULT = "result"  # Result as JSON, on done
-    PAYLOAD = "payload"  # the document's raw bytes, until the job ends
+    PAYLOAD = "payload"  # the document's raw bytes, until the job ends (inline documents)
+    DOCUMENT = "document"  # DocumentRef JSON: where the document is when not inline
+    RESULT_REF = "result_ref"  # on done, with a store: the result's folder in it, not RESULT
     WORKER = "worker"  # the consumer that claimed it ("" before a claim and once released)
     ENTRY = "entry"  # the stream entry the worker holds
     BATCH = "batch"  # the batch it belongs to ("" for none)
@@ -63,11 +65,22 @@ class BatchField(StrEnum):
 
 
 # A poll reads everything but the payload (up to 10 MB) and the worker's bookkeeping.
+# (A DocumentRef names store keys and source URLs: a poll does not show it either.)
 POLL_FIELDS: tuple[Field, ...] = tuple(
-    f for f in Field if f not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY, Field.CALLBACK)
+    f
+    for f in Field
+    if f not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY, Field.CALLBACK, Field.DOCUMENT)
 )
 # What a worker reads to run a claimed job.
-WORK_FIELDS: tuple[Field, ...] = (Field.PAYLOAD, Field.MEDIA_TYPE, Field.OPTIONS, Field.CREATED_AT)
+WORK_FIELDS: tuple[Field, ...] = (
+    Field.PAYLOAD,
+    Field.DOCUMENT,
+    Field.MEDIA_TYPE,
+    Field.OPTIONS,
+    Field.CREATED_AT,
+    Field.TENANT,
+    Field.FILENAME,
+)
 # The fields of a lane's stream entry: the job id, and its batch when it has one.
 ENTRY_JOB_ID = "id"
 ENTRY_BATCH = "batch"
@@ -100,6 +113,8 @@ class JobRecord(Base):
     error: ErrorBody | None = None
     result: bytes | None = None  # the Result JSON exactly as the worker wrote it
     payload: bytes | None = None
+    document: DocumentRef | None = None
+    result_ref: str = ""
     worker: str = ""
     entry: str = ""
     batch: str = ""
@@ -143,8 +158,13 @@ def new_job_fields(
     created_ms: int,
     batch: str = "",
     callback: str | None = None,
+    document: DocumentRef | None = None,
 ) -> dict[str, bytes | str | int]:
-    """Every field of a new job hash; the payload is the raw bytes, never base64."""
+    """Every field of a new job hash; the payload is the raw bytes, never base64.
+
+    With ``document`` (the bytes are in the store, or a URL), ``data`` is empty and the hash
+    holds the reference and its size instead of a payload.
+    """
     fields: dict[str, bytes | str | int] = {
         Field.ID: job_id,
         Field.STATUS: Status.QUEUED.value,
@@ -162,6 +182,10 @@ def new_job_fields(
         Field.WORKER: "",
         Field.BATCH: batch,
     }
+    if document is not None:
+        del fields[Field.PAYLOAD]
+        fields[Field.DOCUMENT] = msgspec.json.encode(document)
+        fields[Field.SIZE] = document.size
     if callback:
         fields[Field.CALLBACK] = callback
     return fields
@@ -185,6 +209,8 @@ def _decode_field(name: Field, value: Any) -> Any:
         return stored_options(value)
     if name is Field.ERROR:
         return msgspec.json.decode(value, type=ErrorBody)
+    if name is Field.DOCUMENT:
+        return msgspec.json.decode(value, type=DocumentRef)
     if name in _INT_FIELDS:
         return int(value)
     if name in _MS_FIELDS:

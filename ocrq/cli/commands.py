@@ -179,9 +179,19 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         help="upload files or folders",
         description="Upload documents. Folders are walked recursively; a file is sent when "
         "its first bytes say PDF, PNG, JPEG, WebP, TIFF or BMP (the server decides by content "
-        "too), whatever its name. Named files are always sent.",
+        "too), whatever its name. Named files are always sent. When the producer has an object "
+        "store, files over its inline limit go there by upload (POST /v1/uploads), the "
+        "progress bar counting their bytes.",
     )
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR")
+    p.add_argument("paths", nargs="*", metavar="FILE|DIR")
+    p.add_argument(
+        "--source",
+        action="append",
+        metavar="REF",
+        help="a document by reference, which the producer never carries: an s3://bucket/key "
+        "under your tenant's prefix, or an https:// URL a worker fetches (repeatable; with "
+        "files or instead of them)",
+    )
     p.add_argument("--wait", action="store_true", help="wait for every job to finish")
     p.add_argument(
         "--out",

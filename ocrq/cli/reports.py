@@ -8,8 +8,9 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 from rich.console import Console
@@ -37,7 +38,7 @@ TEXT_FORMATS: dict[str, TextFormat] = {
 class FileReport:
     """What happened to one file."""
 
-    path: Path
+    path: Path | str  # a file, or a document by reference (s3://…, https://…)
     job_id: str = ""
     status: str = "pending"
     pages: int = 0
@@ -71,9 +72,22 @@ def output_paths(files: Sequence[Path], out: Path, suffix: str) -> list[Path]:
     return [out / r.parent.relative_to(root) / n for r, n in zip(resolved, names, strict=True)]
 
 
-def out_paths(args: argparse.Namespace, files: Sequence[Path]) -> list[Path]:
-    """Where each file's result goes under --out, named with the suffix of the format asked."""
-    return output_paths(files, Path(args.out), SUFFIXES[output_format(args.format)])
+def out_paths(args: argparse.Namespace, items: Sequence[Path | str]) -> list[Path]:
+    """Where each input's result goes under --out, named with the suffix of the format asked:
+    files mirror their tree; a reference (s3://…, https://…) is named after its last part."""
+    out, suffix = Path(args.out), SUFFIXES[output_format(args.format)]
+    files = [item for item in items if isinstance(item, Path)]
+    mirrored = iter(output_paths(files, out, suffix))
+    return [
+        next(mirrored) if isinstance(item, Path) else out / (reference_name(item) + suffix)
+        for item in items
+    ]
+
+
+def reference_name(reference: str) -> str:
+    """The file name a reference's result takes: its key's or path's last part, sans suffix."""
+    name = PurePosixPath(urlsplit(reference).path).name
+    return PurePosixPath(name).stem or "document"
 
 
 def output_format(fmt: str) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.filesize import decimal
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ocrq.cli.batch import run_batch
 from ocrq.cli.reports import (
@@ -26,12 +27,23 @@ from ocrq.cli.reports import (
     result_text,
     write_result,
 )
-from ocrq.client import SNIFF_BYTES, ApiError, AsyncClient, WaitTimeout, gather_or_cancel
+from ocrq.client import (
+    SNIFF_BYTES,
+    ApiError,
+    AsyncClient,
+    Job,
+    ProgressCallback,
+    WaitTimeout,
+    gather_or_cancel,
+)
 from ocrq.shared.errors import ErrorCode
 from ocrq.shared.schemas import JobView, Status
 from ocrq.shared.sniff import sniff_media_type
 
 MAX_LONG_POLLS = 64  # concurrent long-poll connections held open on the producer
+SOURCE_SCHEMES = ("s3://", "https://", "http://")
+# One input of `ocrq submit`: a file here, or a document by reference (an s3:// key, a URL).
+Item = Path | str
 
 
 def is_document(path: Path) -> bool:
@@ -64,22 +76,30 @@ def collect_files(args: Sequence[str]) -> list[Path]:
 
 
 class Board:
-    """The progress bar: uploaded / done / failed counts and pages per second (TTY only)."""
+    """The progress bars (TTY only): uploaded / done / failed counts and pages per second, and
+    the bytes sent, which move through a big file's upload too."""
 
-    def __init__(self, console: Console, total: int, waiting: bool) -> None:
-        self.total, self.waiting = total, waiting
+    def __init__(self, console: Console, total: int, waiting: bool, total_bytes: int = 0) -> None:
+        self.total, self.waiting, self.total_bytes = total, waiting, total_bytes
         self.uploaded = self.done = self.failed = self.pages = 0
+        self.sent_bytes = 0
+        self.sent: dict[Item, int] = {}
         self.started = time.monotonic()
         self.progress = Progress(
-            TextColumn("ocrq"),
+            TextColumn("{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[amount]}"),
             TextColumn("{task.fields[detail]}"),
             TimeElapsedColumn(),
             console=console,
             disable=not console.is_terminal,  # no redraws into a pipe or a log file
         )
-        self.task = self.progress.add_task("ocr", total=total, detail="")
+        self.task = self.progress.add_task("ocrq", total=total, amount=f"0/{total}", detail="")
+        self.bytes_task = None
+        if total_bytes:
+            self.bytes_task = self.progress.add_task(
+                "sent", total=total_bytes, amount=self.byte_amount(), detail=""
+            )
 
     def __enter__(self) -> Board:
         self.progress.start()
@@ -87,6 +107,24 @@ class Board:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+    def byte_amount(self) -> str:
+        """ "12.3/500.0 MB · 40.1 MB/s"."""
+        total = decimal(self.total_bytes)
+        rate = self.sent_bytes / max(time.monotonic() - self.started, 1e-3)
+        return f"{decimal(self.sent_bytes)}/{total} · {decimal(int(rate))}/s"
+
+    def sending(self, item: Item) -> ProgressCallback:
+        """The client's progress callback for one file (a retry starts it from 0 again)."""
+
+        def sent(count: int, _size: int) -> None:
+            self.sent_bytes += count - self.sent.get(item, 0)
+            self.sent[item] = count
+            if self.bytes_task is not None:
+                amount = self.byte_amount()
+                self.progress.update(self.bytes_task, completed=self.sent_bytes, amount=amount)
+
+        return sent
 
     def accepted(self) -> None:
         """One upload accepted."""
@@ -109,7 +147,8 @@ class Board:
         if self.waiting:
             detail += f" · {rate:.1f} pages/s"
         settled = self.done + self.failed if self.waiting else self.uploaded + self.failed
-        self.progress.update(self.task, completed=settled, detail=detail)
+        amount = f"{settled}/{self.total}"
+        self.progress.update(self.task, completed=settled, amount=amount, detail=detail)
 
 
 @dataclass
@@ -125,12 +164,13 @@ class UploadRun:
     timeout: float
     fmt: str
 
-    async def one(self, path: Path, output: Path | None) -> FileReport:
-        """Submit one file and, when waiting, settle it; never raises for an API error."""
-        report, started = FileReport(path), time.monotonic()
+    async def one(self, item: Item, output: Path | None) -> FileReport:
+        """Submit one file (or reference) and, when waiting, settle it; never raises for an
+        API error."""
+        report, started = FileReport(item), time.monotonic()
         try:
             async with self.uploads:
-                job = await self.client.submit(path, **self.options)
+                job = await self.submit(item)
             report.job_id, report.status, report.ok = job.id, job.status, True
             self.board.accepted()
             if self.wait:
@@ -146,6 +186,15 @@ class UploadRun:
         report.seconds = time.monotonic() - started
         self.board.finished(report)
         return report
+
+    async def submit(self, item: Item) -> Job | JobView:
+        """A file goes by upload or inline (the client decides); a reference by reference."""
+        if isinstance(item, Path):
+            progress = self.board.sending(item)
+            return await self.client.submit(item, progress=progress, **self.options)
+        if item.startswith("s3://"):
+            return await self.client.submit_source(key=item, **self.options)
+        return await self.client.submit_source(url=item, **self.options)
 
     async def settle(self, report: FileReport, view: JobView, output: Path | None) -> None:
         """Record a terminal view; write the result when done."""
@@ -168,12 +217,13 @@ class UploadRun:
 
 
 async def submit_all(
-    args: argparse.Namespace, files: list[Path], outputs: list[Path | None], waiting: bool
+    args: argparse.Namespace, items: list[Item], outputs: list[Path | None], waiting: bool
 ) -> list[FileReport]:
-    """Run every file through one AsyncClient under the progress bar."""
+    """Run every input through one AsyncClient under the progress bars."""
     concurrency = max(1, args.concurrency)
+    total_bytes = sum(item.stat().st_size for item in items if isinstance(item, Path))
     async with AsyncClient(args.url, args.api_key) as client:
-        with Board(Console(stderr=True), len(files), waiting) as board:
+        with Board(Console(stderr=True), len(items), waiting, total_bytes) as board:
             run = UploadRun(
                 client=client,
                 board=board,
@@ -185,26 +235,38 @@ async def submit_all(
                 fmt=output_format(args.format),
             )
             return await gather_or_cancel(
-                run.one(f, out) for f, out in zip(files, outputs, strict=True)
+                run.one(item, out) for item, out in zip(items, outputs, strict=True)
             )
 
 
+def collect_items(args: argparse.Namespace) -> list[Item]:
+    """The files (folders walked) and the --source references, in that order."""
+    sources: list[str] = args.source or []
+    for source in sources:
+        if not source.startswith(SOURCE_SCHEMES):
+            raise ValueError(f"--source {source!r}: an s3://bucket/key or an https:// URL")
+    return [*collect_files(args.paths), *sources]
+
+
 def run_submit(args: argparse.Namespace) -> int:
-    """`ocrq submit`: exit 0 when every file was accepted (and, with --wait, done), else 1."""
+    """`ocrq submit`: exit 0 when every input was accepted (and, with --wait, done), else 1."""
     try:
-        files = collect_files(args.paths)
-    except FileNotFoundError as e:
+        items = collect_items(args)
+    except (FileNotFoundError, ValueError) as e:
         return complain("submit", str(e), 2)
-    if not files:
+    if not items:
         return complain("submit", "no documents found (PDF, PNG, JPEG, WebP, TIFF, BMP)", 2)
     if args.batch:
+        files = [item for item in items if isinstance(item, Path)]
+        if len(files) != len(items):
+            return complain("submit", "--batch takes files, not --source references", 2)
         return run_batch(args, files)
     waiting = args.wait or args.out is not None
-    outputs: list[Path | None] = [None] * len(files)
+    outputs: list[Path | None] = [None] * len(items)
     if args.out is not None:
-        outputs = list(out_paths(args, files))
+        outputs = list(out_paths(args, items))
     try:
-        reports = asyncio.run(submit_all(args, files, outputs, waiting))
+        reports = asyncio.run(submit_all(args, items, outputs, waiting))
     except KeyboardInterrupt:  # accepted jobs keep running on the server
         return complain("submit", "interrupted", 130)
     print_summary(reports)

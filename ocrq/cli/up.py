@@ -44,6 +44,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--data-dir", type=Path, default=Path(".ocrq"), help="embedded Redis data")
     p.add_argument(
+        "--blob-dir",
+        type=Path,
+        metavar="PATH",
+        help="keep documents and results in this folder, created if missing "
+        "(OCRQ_BLOB_URL=file://PATH for the producer and workers); unset: all in Redis",
+    )
+    p.add_argument(
         "--redis-url",
         default=os.environ.get("OCRQ_REDIS_URL", ""),
         help="use this Redis instead of starting one (OCRQ_REDIS_URL)",
@@ -51,6 +58,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.engine == "vllm" and not args.vllm_url:
         p.error("--engine vllm needs --vllm-url (or OCRQ_VLLM_URL)")
+    if args.blob_dir is not None:
+        args.blob_dir = args.blob_dir.expanduser().resolve()
     return args
 
 
@@ -117,9 +126,10 @@ def wait_ready(url: str, stack: Supervisor, timeout_s: float = 60) -> None:
 
 def banner(url: str, redis_url: str, args: argparse.Namespace) -> str:
     """What to tell the user once everything answers."""
+    store = f"\n  store:     {args.blob_dir.as_uri()}" if args.blob_dir else ""
     return (
         f"\nocrq is up: open {url}/ui in a browser\n"
-        f"  running:   engine {args.engine}, {args.workers} worker(s), redis {redis_url}\n"
+        f"  running:   engine {args.engine}, {args.workers} worker(s), redis {redis_url}{store}\n"
         f"  API:       {url}  (docs: {url}/schema/swagger)\n"
         f"  submit:    curl -s -X POST {url}/v1/jobs -H 'Content-Type: application/pdf' "
         "--data-binary @scan.pdf\n"
@@ -130,13 +140,26 @@ def banner(url: str, redis_url: str, args: argparse.Namespace) -> str:
     )
 
 
+def child_env(args: argparse.Namespace, redis_url: str) -> dict[str, str]:
+    """The settings the producer and workers get on top of this environment; with --blob-dir
+    the folder (created here) is their object store."""
+    env = {"OCRQ_REDIS_URL": redis_url, "OCRQ_ENGINE": args.engine, "OCRQ_VLLM_URL": args.vllm_url}
+    if args.blob_dir is not None:
+        try:
+            args.blob_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RuntimeError(f"--blob-dir {args.blob_dir}: {e.strerror or e}") from e
+        env["OCRQ_BLOB_URL"] = args.blob_dir.as_uri()
+    return env
+
+
 def start(stack: Supervisor, args: argparse.Namespace) -> tuple[str, str]:
     """Start Redis (unless given), the producer and the workers; (api url, redis url)."""
     redis_url = args.redis_url
     if not redis_url:
         stack.redis_server = start_server(args.data_dir.resolve() / "redis", aof=True)
         redis_url = stack.redis_server.url
-    env = {"OCRQ_REDIS_URL": redis_url, "OCRQ_ENGINE": args.engine, "OCRQ_VLLM_URL": args.vllm_url}
+    env = child_env(args, redis_url)
     # A laptop's own stack: the shipped change-me secrets are allowed here, and only here.
     laptop = "--allow-placeholder-secrets"
     stack.spawn(

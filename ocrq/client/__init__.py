@@ -1,11 +1,15 @@
 """The Python client of the ocrq API: sync ``Client`` and asyncio ``AsyncClient`` over httpx.
 
 Uploads go as the raw document body (Content-Type from a magic-byte sniff, options as query
-parameters): files stream from disk with no base64 overhead. Every API error becomes a typed
-``ApiError`` carrying the catalogue code the server sent.
+parameters): files stream from disk with no base64 overhead. When the producer has an object
+store (GET /v1/capabilities), files over its inline limit go there by upload instead
+(POST /v1/uploads, one PUT, then the job on the upload); ``submit_source`` queues s3:// keys
+and https:// URLs. Every API error becomes a typed ``ApiError`` carrying the catalogue code
+the server sent.
 """
 
 from ocrq.client.aio import AsyncClient, gather_or_cancel
+from ocrq.client.by_reference import NO_STORE
 from ocrq.client.calls import (
     DEFAULT_URL,
     Call,
@@ -49,11 +53,13 @@ from ocrq.client.sync import Client
 from ocrq.client.upload import (
     CHUNK_BYTES,
     SNIFF_BYTES,
+    ProgressCallback,
     Source,
     Upload,
     prepare_upload,
     query_params,
 )
+from ocrq.shared.schemas import Capabilities
 
 __all__ = [
     "CHUNK_BYTES",
@@ -61,11 +67,13 @@ __all__ = [
     "ERROR_CLASSES",
     "MAX_POLL_S",
     "MAX_RETRY_SLEEP_S",
+    "NO_STORE",
     "SNIFF_BYTES",
     "SUBMIT_RETRIES",
     "ApiError",
     "AsyncClient",
     "Call",
+    "Capabilities",
     "Client",
     "Conflict",
     "InvalidRequest",
@@ -74,6 +82,7 @@ __all__ = [
     "JobRef",
     "NotFound",
     "PayloadTooLarge",
+    "ProgressCallback",
     "QueueFull",
     "QuotaExceeded",
     "Source",

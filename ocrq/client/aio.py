@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
 import msgspec
 
-from ocrq.client import batch, calls
+from ocrq.client import batch, by_reference, calls
 from ocrq.client.batch import BatchBody, Event, EventParser, sources_of
 from ocrq.client.calls import (
     Call,
@@ -24,13 +24,24 @@ from ocrq.client.calls import (
 from ocrq.client.errors import (
     ApiError,
     Conflict,
+    NotFound,
     achecked_stream,
     checked,
     conflict_or_failure,
 )
 from ocrq.client.pacing import Deadline, LongPoll
-from ocrq.client.upload import Source, prepare_upload
-from ocrq.shared.schemas import BatchAccepted, BatchView, JobList, JobView, Page, Result
+from ocrq.client.upload import ProgressCallback, Source, Upload, prepare_upload
+from ocrq.shared.schemas import (
+    BatchAccepted,
+    BatchView,
+    Capabilities,
+    JobList,
+    JobView,
+    Page,
+    Result,
+    UploadTicket,
+)
+from ocrq.shared.schemas import Source as Reference
 
 T = TypeVar("T")
 
@@ -59,22 +70,53 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
     ) -> None:
         await self.aclose()
 
+    _capabilities_gate: asyncio.Lock | None = None
+
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         await self._http.aclose()
+        if self._foreign is not None:
+            await self._foreign.aclose()
 
     async def _send(
-        self, call: Call, content: AsyncIterator[bytes] | None = None
+        self, call: Call, content: bytes | AsyncIterator[bytes] | None = None
     ) -> httpx.Response:
         with self._reaching():
             response = await self._http.request(**self._request_args(call, content))
         return checked(response)
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``await attempt()``, made again after a 503 (nothing was done) a few times."""
+        tries = 0
+        while True:
+            try:
+                return await attempt()
+            except ApiError as e:
+                delay = self._resubmit_delay(e, tries)
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+                tries += 1
 
     async def _send_for_result(self, job: JobRef, call: Call) -> httpx.Response:
         try:
             return await self._send(call)
         except Conflict as e:
             raise conflict_or_failure(e, await self.status(job)) from e
+
+    async def capabilities(self) -> Capabilities:
+        """What the producer accepts (GET /v1/capabilities), read once per client; an older
+        producer without that route reads as one without a store (every upload inline)."""
+        if self._capabilities_gate is None:  # made in the loop, before any await: no race
+            self._capabilities_gate = asyncio.Lock()
+        async with self._capabilities_gate:
+            if self._capabilities is None:
+                try:
+                    response = await self._send(by_reference.CAPABILITIES)
+                    self._capabilities = by_reference.capabilities_of(response)
+                except NotFound:
+                    self._capabilities = by_reference.NO_STORE
+            return self._capabilities
 
     async def submit(
         self,
@@ -83,25 +125,90 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
         filename: str | None = None,
         idempotency_key: str | None = None,
         wait: int = 0,
+        progress: ProgressCallback | None = None,
         **options: Any,
     ) -> Job | JobView:
-        """Upload a path or bytes as the raw body; retries a 503 a few times (Retry-After).
+        """Upload a path or bytes; retries a 503 a few times (Retry-After).
 
+        Over the producer's inline limit, when it has an object store, the file goes there by
+        upload (POST /v1/uploads, a PUT) and the job is queued on it; else it is the raw body.
+        Files stream from disk either way; ``progress(sent, total)`` follows the bytes.
         ``wait`` > 0 (``Prefer: wait``): the job's view, result included, when it ends within
         that many seconds (at most the server's OCRQ_MAX_WAIT_S), else the accepted Job.
         """
         upload = await asyncio.to_thread(prepare_upload, source, filename)
+        if by_reference.through_store(upload, await self.capabilities()):
+            by_reference.json_options(options)  # before the upload, not after it
+            reference = Reference(upload_id=await self._upload(upload, progress))
+            return await self._submit_reference(
+                reference, upload.filename, options, idempotency_key, wait
+            )
         call = calls.submit(upload, options, idempotency_key, wait)
-        attempt = 0
-        while True:
-            try:
-                return calls.submitted(await self._send(call, upload.achunks()))
-            except ApiError as e:
-                delay = self._resubmit_delay(e, attempt)
-                if delay is None:
-                    raise
-                await asyncio.sleep(delay)
-                attempt += 1
+
+        async def attempt() -> Job | JobView:
+            return calls.submitted(await self._send(call, upload.achunks(progress)))
+
+        return await self._retrying(attempt)
+
+    async def upload(
+        self,
+        source: Source,
+        *,
+        filename: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> str:
+        """PUT a document into the producer's object store (POST /v1/uploads); the upload id
+        to queue it with, ``submit_source(upload_id=…)``."""
+        upload = await asyncio.to_thread(prepare_upload, source, filename)
+        return await self._upload(upload, progress)
+
+    async def _upload(self, upload: Upload, progress: ProgressCallback | None) -> str:
+        call, body = by_reference.ticket_call(upload)
+
+        async def ticket_of() -> UploadTicket:
+            return calls.decode(await self._send(call, body), UploadTicket)
+
+        ticket = await self._retrying(ticket_of)
+        headers = by_reference.put_headers(ticket.headers, upload)
+        http = self._put_client(ticket.url)
+        with self._reaching(ticket.url.partition("?")[0]):
+            response = await http.request(
+                ticket.method, ticket.url, headers=headers, content=upload.achunks(progress)
+            )
+        checked(response)
+        return ticket.upload_id
+
+    async def submit_source(
+        self,
+        *,
+        key: str | None = None,
+        url: str | None = None,
+        upload_id: str | None = None,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
+        wait: int = 0,
+        **options: Any,
+    ) -> Job | JobView:
+        """Queue a job on a document the producer never carries: an ``s3://`` key under your
+        tenant's prefix (OCRQ_SOURCE_PREFIXES), an ``https://`` URL a worker fetches, or an
+        ``upload()``'s id. Exactly one; ``wait`` as in submit."""
+        reference = by_reference.reference(key=key, url=url, upload_id=upload_id)
+        return await self._submit_reference(reference, filename, options, idempotency_key, wait)
+
+    async def _submit_reference(
+        self,
+        reference: Reference,
+        filename: str | None,
+        options: dict[str, Any],
+        idempotency_key: str | None,
+        wait: int,
+    ) -> Job | JobView:
+        call, body = by_reference.source_call(reference, filename, options, idempotency_key, wait)
+
+        async def attempt() -> Job | JobView:
+            return calls.submitted(await self._send(call, body))
+
+        return await self._retrying(attempt)
 
     async def status(self, job: JobRef, *, wait: int = 0) -> JobView:
         """The job's view; ``wait`` > 0 long-polls until it changes (at most that long)."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import msgspec
@@ -14,7 +15,7 @@ import msgspec
 from ocrq.client.errors import ApiError, unreachable
 from ocrq.client.pacing import MAX_RETRY_SLEEP_S, SUBMIT_RETRIES, resubmit_delay
 from ocrq.client.upload import Upload, query_params
-from ocrq.shared.schemas import JobView, Result
+from ocrq.shared.schemas import Capabilities, JobView, Result
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -144,6 +145,14 @@ def new_status(response: httpx.Response) -> str:
     return decode(response, dict[str, str])["status"]
 
 
+def same_origin(url: str, base_url: str) -> bool:
+    """True when ``url`` is relative or names the producer itself (so its API key may go)."""
+    target, base = urlsplit(url), urlsplit(base_url)
+    if not target.scheme:
+        return True
+    return (target.scheme, target.netloc) == (base.scheme, base.netloc)
+
+
 def client_headers(api_key: str | None) -> dict[str, str]:
     """Headers sent with every request."""
     headers = {"User-Agent": "ocrq-client/0.1", "Accept": "application/json"}
@@ -176,9 +185,23 @@ class ClientBase(Generic[HttpT]):
         self._http: HttpT = self._connect(
             base_url=self.base_url, headers=client_headers(api_key), timeout=http_timeout(timeout)
         )
+        # For PUTs to another host (a presigned store URL), which must not get the API key.
+        self._foreign: HttpT | None = None
+        self._capabilities: Capabilities | None = None  # read once per client
+        # Threads of one sync client ask for it once (the async client gates in its loop).
+        self._capabilities_lock = threading.Lock()
 
     def _connect(self, **options: Any) -> HttpT:
         raise NotImplementedError
+
+    def _put_client(self, url: str) -> HttpT:
+        """The pool a PUT to ``url`` goes through: ours for the producer, a bare one else."""
+        if same_origin(url, self.base_url):
+            return self._http
+        if self._foreign is None:
+            headers = {"User-Agent": client_headers(None)["User-Agent"]}
+            self._foreign = self._connect(headers=headers, timeout=http_timeout(self.timeout))
+        return self._foreign
 
     def _request_args(self, call: Call, content: object = None) -> dict[str, Any]:
         """The arguments of httpx's ``request`` for ``call``."""
@@ -192,12 +215,12 @@ class ClientBase(Generic[HttpT]):
         }
 
     @contextmanager
-    def _reaching(self) -> Iterator[None]:
-        """Turns a transport failure into Unavailable."""
+    def _reaching(self, url: str | None = None) -> Iterator[None]:
+        """Turns a transport failure into Unavailable (naming ``url``, else the producer)."""
         try:
             yield
         except httpx.TransportError as e:
-            raise unreachable(e, self.base_url) from e
+            raise unreachable(e, url or self.base_url) from e
 
     def _resubmit_delay(self, error: ApiError, attempt: int) -> float | None:
         return resubmit_delay(error, attempt, self.submit_retries, self.retry_sleep_max_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,8 @@ CHUNK_BYTES = 256 * 1024
 SNIFF_BYTES = 2048  # what the server sniffs too
 
 Source = str | os.PathLike[str] | bytes
+# Called as the body goes out: (bytes handed to the connection so far, the document's size).
+ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -27,20 +29,39 @@ class Upload:
     data: bytes | None = None
     path: Path | None = None
 
-    def chunks(self) -> Iterator[bytes]:
-        """The body for a sync request; a fresh reader per attempt."""
+    def chunks(self, progress: ProgressCallback | None = None) -> Iterator[bytes]:
+        """The body for a sync request; a fresh reader per attempt, never the whole file."""
+        sent = 0
+        for chunk in self._pieces():
+            yield chunk
+            sent += len(chunk)
+            if progress is not None:
+                progress(sent, self.size)
+
+    async def achunks(self, progress: ProgressCallback | None = None) -> AsyncIterator[bytes]:
+        """The body for an async request; file reads happen off the event loop."""
+        sent = 0
+        async for chunk in self._apieces():
+            yield chunk
+            sent += len(chunk)
+            if progress is not None:
+                progress(sent, self.size)
+
+    def _pieces(self) -> Iterator[bytes]:
         if self.data is not None:
-            yield self.data
+            # Slices of CHUNK_BYTES, so that a progress bar moves for bytes too.
+            for start in range(0, len(self.data), CHUNK_BYTES):
+                yield self.data[start : start + CHUNK_BYTES]
             return
         assert self.path is not None
         with self.path.open("rb") as f:
             while chunk := f.read(CHUNK_BYTES):
                 yield chunk
 
-    async def achunks(self) -> AsyncIterator[bytes]:
-        """The body for an async request; file reads happen off the event loop."""
+    async def _apieces(self) -> AsyncIterator[bytes]:
         if self.data is not None:
-            yield self.data
+            for chunk in self._pieces():
+                yield chunk
             return
         assert self.path is not None
         f = await asyncio.to_thread(self.path.open, "rb")

@@ -1,9 +1,9 @@
 """`ocrq k8s`: the command that prints or writes the generated Kubernetes files.
 
 ``ocrq k8s keda`` writes the KEDA objects and Redis ACLs (ocrq/deploy/keda.py),
-``ocrq k8s sizing`` prints a worker's /dev/shm (ocrq/deploy/sizing.py), ``ocrq k8s acl``
-prints the roles' ACL file lines (ocrq/deploy/redis_acl.py), all from the OCRQ_* settings,
-optionally with a ConfigMap's data on top. Regenerate the committed files with
+``ocrq k8s sizing`` prints a worker's /dev/shm and document spool (ocrq/deploy/sizing.py),
+``ocrq k8s acl`` prints the roles' ACL file lines (ocrq/deploy/redis_acl.py), all from the
+OCRQ_* settings, optionally with a ConfigMap's data on top. Regenerate the committed files with
 ``ocrq k8s keda --env-from k8s/base/config.yaml --out k8s/base/keda``.
 """
 
@@ -21,7 +21,7 @@ import yaml
 
 from ocrq.deploy.keda import DEFAULT_NAMESPACE, DEFAULT_PROMETHEUS, keda_files
 from ocrq.deploy.redis_acl import acl_file_lines
-from ocrq.deploy.sizing import shm_size_bytes
+from ocrq.deploy.sizing import document_spool_bytes, shm_size_bytes
 from ocrq.shared.settings import Settings, load_settings
 
 GENERATED_HEADER = (
@@ -76,9 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     sizing = sub.add_parser(
         "sizing",
         formatter_class=defaults,
-        help="print the /dev/shm size a worker needs",
+        help="print the /dev/shm (and document spool) a worker needs",
         description="Print the /dev/shm (memory-backed emptyDir) a worker needs for its pages "
-        "in flight at the configured DPI, engine concurrency and image size limit.",
+        "in flight at the configured DPI, engine concurrency and image size limit; with an "
+        "object store (OCRQ_BLOB_URL), also the disk its big documents spool to.",
     )
     sizing.add_argument("--dpi", type=int, default=None, help="DPI (default: OCRQ_DEFAULT_DPI)")
     sizing.add_argument("--env-from", type=Path, help="a ConfigMap manifest to read settings from")
@@ -125,6 +126,11 @@ def main(argv: list[str]) -> int:
     if args.command == "sizing":
         size = shm_size_bytes(settings, args.dpi)
         print(f"/dev/shm per worker: {size} bytes ({math.ceil(size / 2**20)} MiB)")
+        if spool := document_spool_bytes(settings):
+            print(
+                f"document spool per worker (OCRQ_DOCUMENT_SPOOL_DIR): {spool} bytes "
+                f"({math.ceil(spool / 2**30)} GiB)"
+            )
         return 0
     files = keda_files(
         settings, args.namespace, args.max_replicas, args.vllm_max_replicas, args.prometheus_url

@@ -55,6 +55,7 @@ KEY_ROLES: dict[str, frozenset[Role]] = {
     "tenant_jobs": PRODUCER,
     "replicated": PRODUCER,  # the WAIT tick (OCRQ_REDIS_WAIT_REPLICAS)
     "dead": WORKER,  # poisoned jobs
+    "lease": WORKER,  # the object-store sweeper's lease (one worker of the stack sweeps)
 }
 # Keys methods that name no kind of their own (lists of keys above, or no key at all).
 NOT_KEY_KINDS = frozenset({"pick_tag", "streams", "lane_streams"})
@@ -73,6 +74,7 @@ SCRIPT_ROLES: dict[str, Role] = {
     "prune": "worker",
     "webhook_state": "worker",
     "save_files": "worker",
+    "lease": "worker",
 }
 
 # Both roles: health checks and pub/sub keep-alives, and the scripts (redis-py sends
@@ -131,6 +133,7 @@ WORKER_COMMANDS = (
     "hmget",
     "hgetall",  # consumer/webhook_attempts.py: a batch's summary
     "hget",  # shared/store.py: the job's status (consumer/heartbeat.py)
+    "exists",  # shared/store.py jobs_exist: whether a stored object's job still exists
 )
 PYTHON_COMMANDS: dict[Role, tuple[str, ...]] = {
     "producer": PRODUCER_COMMANDS,

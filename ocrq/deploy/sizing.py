@@ -1,4 +1,5 @@
-"""How much one worker holds: engine slots, pages in flight, jobs, and its /dev/shm.
+"""How much one worker holds: engine slots, pages in flight, jobs, its /dev/shm, and (with an
+object store) its disk spool for big documents.
 
 The figures follow consumer/flow.py (what a worker keeps in flight); the KEDA targets
 (ocrq/deploy/keda.py) and ``ocrq k8s sizing`` read them.
@@ -46,11 +47,29 @@ def jobs_per_worker(settings: Settings) -> int:
     return min(settings.worker.max_jobs, 2 * engine_slots(settings))
 
 
+def shm_document_bytes(settings: Settings) -> int:
+    """The most one job's document takes in its /dev/shm folder: an inline one (up to
+    OCRQ_MAX_DOCUMENT_BYTES; with a store up to OCRQ_INLINE_MAX_BYTES), or, with a store,
+    one read from it of at most OCRQ_SPOOL_SHM_MAX_MB (larger ones spool to disk)."""
+    if not settings.blobs.enabled:
+        return settings.api.max_document_bytes
+    inline = min(settings.api.max_document_bytes, settings.blobs.inline_max_bytes)
+    return max(inline, settings.blobs.spool_shm_max_mb * 2**20)
+
+
+def document_spool_bytes(settings: Settings) -> int:
+    """The disk one worker's document spool (OCRQ_DOCUMENT_SPOOL_DIR) needs, worst case:
+    each of its jobs a document of OCRQ_MAX_SOURCE_BYTES; none without a store."""
+    if not settings.blobs.enabled:
+        return 0
+    return settings.worker.max_jobs * settings.blobs.max_source_bytes
+
+
 def shm_size_bytes(settings: Settings, dpi: int | None = None, batch_size: int = 1) -> int:
     """The /dev/shm one worker needs, worst case: the documents of its jobs (each job's
     folder holds its document), the pages in the engine (a page's file lives until its
     answer), and the pages rendered ahead, which OCRQ_RENDER_AHEAD_MB bounds."""
-    documents = settings.worker.max_jobs * settings.api.max_document_bytes
+    documents = settings.worker.max_jobs * shm_document_bytes(settings)
     in_engine = page_bytes(dpi or settings.worker.default_dpi) * pages_in_flight(
         settings, batch_size
     )

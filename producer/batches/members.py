@@ -15,6 +15,7 @@ from urllib.parse import quote
 import msgspec
 
 from ocrq.producer.jobs.outputs import Rendering, rendered
+from ocrq.producer.jobs.stored import job_file
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import SEARCHABLE_PDF, JobRecord, figure_file
@@ -96,14 +97,15 @@ def relinked(document: bytes, stem: str, figures: list[str]) -> bytes:
 async def job_members(
     rt: Runtime, job_id: str, row: JobRecord, stem: str, formats: tuple[str, ...], tokens: int
 ) -> list[tuple[str, bytes]]:
-    """(name, bytes) of each file a done job puts in the ZIP."""
+    """(name, bytes) of each file a done job puts in the ZIP (its result read already:
+    ``row.result``; its files from Redis or the object store)."""
     stored = row.result or b"{}"
     figures = msgspec.json.decode(stored, type=FigureList).images
     members: list[tuple[str, bytes]] = []
     for fmt in formats:
         if fmt == "pdf":
             pdf = (
-                await rt.store.read_file(job_id, SEARCHABLE_PDF)
+                await job_file(rt, job_id, row, SEARCHABLE_PDF)
                 if row.options.searchable_pdf
                 else None
             )
@@ -116,7 +118,7 @@ async def job_members(
             data = relinked(data, stem, figures)
         members.append((stem + SUFFIXES[fmt], data))
     for name in figures:
-        image = await rt.store.read_file(job_id, figure_file(name))
+        image = await job_file(rt, job_id, row, figure_file(name))
         if image is not None:
             members.append((f"{stem}/images/{name}", image))
     return members

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import zipfile
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -21,14 +22,24 @@ from ocrq.producer.batches.members import (
 )
 from ocrq.producer.batches.views import visible_batch
 from ocrq.producer.jobs.outputs import CHUNK_TOKENS, ChunkTokens
+from ocrq.producer.jobs.stored import result_json, started
 from ocrq.producer.runtime import Runtime, caller
+from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field, JobRecord
-from ocrq.shared.schemas import TERMINAL, Status
+from ocrq.shared.schemas import TERMINAL, ErrorBody, Status
 
 __all__ = ["safe_name", "same_on_disk"]
 PAGE = 100  # jobs read per round trip
 INDEX = "index.jsonl"
-RESULT_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT, Field.OPTIONS)
+RESULT_FIELDS = (
+    Field.STATUS,
+    Field.FILENAME,
+    Field.ERROR,
+    Field.RESULT,
+    Field.RESULT_REF,
+    Field.OPTIONS,
+)
+RESULTS_AT_ONCE = 8  # results read from the object store together (and held at once)
 Format = Annotated[
     Literal["jsonl", "zip"] | None,
     Parameter(description="jsonl (default) or zip; Accept: application/zip works too"),
@@ -43,14 +54,34 @@ Formats = Annotated[
 
 
 async def finished_jobs(rt: Runtime, batch_id: str) -> AsyncIterator[tuple[str, JobRecord]]:
-    """The batch's ended jobs in submission order, a page of them per round trip."""
+    """The batch's ended jobs in submission order, a page of them per round trip, each
+    with its result (read from the object store a few at a time when it is there)."""
     start = 0
     while ids := await rt.batches.job_ids(batch_id, start, start + PAGE - 1):
         rows = await rt.batches.job_rows(ids, RESULT_FIELDS)
-        for job_id, row in zip(ids, rows, strict=True):
-            if row.status in TERMINAL:
+        ended = [
+            (job_id, row) for job_id, row in zip(ids, rows, strict=True) if row.status in TERMINAL
+        ]
+        for at in range(0, len(ended), RESULTS_AT_ONCE):
+            group = ended[at : at + RESULTS_AT_ONCE]
+            filled = await asyncio.gather(*(with_result(rt, job_id, row) for job_id, row in group))
+            for (job_id, _), row in zip(group, filled, strict=True):
                 yield job_id, row
         start += PAGE
+
+
+async def with_result(rt: Runtime, job_id: str, row: JobRecord) -> JobRecord:
+    """The row with its result read from the object store when it is there; a result gone
+    from the store (swept) is the row's error instead. The store unreachable raises."""
+    if row.result is not None or not row.result_ref:
+        return row
+    try:
+        return msgspec.structs.replace(row, result=await result_json(rt, job_id, row))
+    except OcrqError as e:
+        if e.code != ErrorCode.NOT_FOUND:
+            raise
+        gone = ErrorBody(code=e.code.value, message=e.message)
+        return msgspec.structs.replace(row, error=gone)
 
 
 def json_line(job_id: str, row: JobRecord) -> bytes:
@@ -147,9 +178,10 @@ async def batch_results(
     if wants_zip:
         # The stored id (the id's shape was checked), never the path as sent.
         disposition = f'attachment; filename="batch-{safe_name(record.id)}.zip"'
+        # The first job read before answering: the store down is a 503, not a broken ZIP.
         return Stream(
-            zip_of_results(rt, record.id, zip_formats(formats), chunk_tokens),
+            await started(zip_of_results(rt, record.id, zip_formats(formats), chunk_tokens)),
             media_type="application/zip",
             headers={"Content-Disposition": disposition},
         )
-    return Stream(json_lines(rt, batch_id), media_type="application/x-ndjson")
+    return Stream(await started(json_lines(rt, batch_id)), media_type="application/x-ndjson")

@@ -20,20 +20,30 @@ from ocrq.producer.batches.formats import (
     zip_documents,
 )
 from ocrq.producer.batches.views import batch_accepted, batch_view, visible_batch
+from ocrq.producer.jobs.documents import discard, put_document
 from ocrq.producer.jobs.ingest import parse_options, sniffed, within
 from ocrq.producer.jobs.options import check_options
+from ocrq.producer.jobs.owned import remove_batch_objects
 from ocrq.producer.jobs.views import iso, new_job_id
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.batch_store import BODY_DEADLINE_FACTOR
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import tag_of
 from ocrq.shared.record import Field, new_job_fields
-from ocrq.shared.schemas import BatchAccepted, BatchFile, BatchView, ErrorBody, JobOptions
+from ocrq.shared.schemas import (
+    BatchAccepted,
+    BatchFile,
+    BatchView,
+    DocumentRef,
+    ErrorBody,
+    JobOptions,
+)
 from ocrq.shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
 PageLimit = Annotated[int, Parameter(ge=1, le=1000, description="Jobs listed per page")]
 PageOffset = Annotated[int, Parameter(ge=0, le=1_000_000, description="Jobs to skip")]
+DOCUMENTS_PER_READ = 500  # job hashes read per round trip before a batch is cancelled
 
 
 def documents_of(request: Request[Any, Any, Any], rt: Runtime) -> AsyncIterator[Part]:
@@ -68,24 +78,37 @@ async def batch_options(request: Request[Any, Any, Any], tenant: str, rt: Runtim
 async def enqueue_part(
     rt: Runtime, tenant: str, batch_id: str, options: JobOptions, part: Part, index: int
 ) -> BatchFile:
-    """One document as a job of the batch, or the reason it was refused."""
+    """One document as a job of the batch, or the reason it was refused.
+
+    With an object store, a document over OCRQ_INLINE_MAX_BYTES is written there first and
+    the job holds its key; the store down refuses that document (unavailable), as a full
+    queue does.
+    """
     try:
         if part.error is not None:
             raise part.error
         assert part.data is not None
         media_type = sniffed(part.data, None, part.filename)
         job_id = new_job_id(tag_of(batch_id))  # the batch's jobs share its slot
+        document = None
+        if rt.blobs is not None and len(part.data) > rt.settings.blobs.inline_max_bytes:
+            document = await put_document(rt.blobs, tenant, job_id, part.data, media_type)
         fields = new_job_fields(
             job_id=job_id,
             tenant=tenant,
             filename=part.filename,
             media_type=media_type,
-            data=part.data,
+            data=b"" if document else part.data,
             options=options,
             created_ms=now_ms(),
             batch=batch_id,
+            document=document,
         )
-        await rt.store.enqueue(job_id, "batch", fields, None, batch=batch_id)
+        try:
+            await rt.store.enqueue(job_id, "batch", fields, None, batch=batch_id)
+        except OcrqError:
+            await discard(rt.blobs, document.key if document else "")  # no orphan left
+            raise
         rt.metrics.accepted_bytes.inc(len(part.data))
     except OcrqError as e:
         return BatchFile(index=index, filename=part.filename, code=e.code.value, message=e.message)
@@ -183,9 +206,14 @@ async def cancel_batch(
     """Cancel every job of the batch that has not ended; the batch and finished results stay."""
     rt, tenant = caller(request, state)
     await visible_batch(rt, batch_id, tenant)
-    cancelled = 0
-    for job_id in await rt.batches.job_ids(batch_id):
-        cancelled += await rt.store.cancel(job_id, tenant) == "cancelled"
+    job_ids = await rt.batches.job_ids(batch_id)
+    documents = await batch_documents(rt, job_ids)
+    cancelled, dropped = 0, []
+    for job_id, document in zip(job_ids, documents, strict=True):
+        if await rt.store.cancel(job_id, tenant) == "cancelled":
+            cancelled += 1
+            dropped.append(document)
+    await remove_batch_objects(rt, tenant, dropped)  # their documents; no results
     return {"id": batch_id, "cancelled": cancelled}
 
 
@@ -196,10 +224,24 @@ async def delete_batch(
     """Cancel what has not finished, then delete the batch, its jobs and results (then 404)."""
     rt, tenant = caller(request, state)
     await visible_batch(rt, batch_id, tenant)
-    for job_id in await rt.batches.job_ids(batch_id):
+    job_ids = await rt.batches.job_ids(batch_id)
+    documents = await batch_documents(rt, job_ids)
+    for job_id in job_ids:
         await rt.store.cancel(job_id, tenant, delete=True)
     await rt.batches.delete(batch_id)
+    await remove_batch_objects(rt, tenant, documents, results_of=job_ids)
     return {"id": batch_id, "status": "deleted"}
+
+
+async def batch_documents(rt: Runtime, job_ids: list[str]) -> list[DocumentRef | None]:
+    """Where each job's document is (read before the jobs are cancelled or deleted)."""
+    if rt.blobs is None or not job_ids:
+        return [None] * len(job_ids)
+    documents: list[DocumentRef | None] = []
+    for at in range(0, len(job_ids), DOCUMENTS_PER_READ):
+        rows = await rt.batches.job_rows(job_ids[at : at + DOCUMENTS_PER_READ], (Field.DOCUMENT,))
+        documents += [row.document for row in rows]
+    return documents
 
 
 STATUS_FIELDS = (Field.STATUS, Field.FILENAME, Field.ERROR, Field.RESULT)

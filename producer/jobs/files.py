@@ -11,7 +11,8 @@ from litestar.datastructures import State
 from litestar.params import FromPath
 
 from ocrq.producer.jobs.outputs import decoded
-from ocrq.producer.jobs.routes import ended_record, stored_result
+from ocrq.producer.jobs.routes import ended_record
+from ocrq.producer.jobs.stored import RESULT_READ_FIELDS, job_file, result_json
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.page_ranges import parse_ranges
@@ -45,8 +46,8 @@ async def get_table(
     match = TABLE_NAME.fullmatch(name)
     if match is None:
         raise OcrqError(ErrorCode.NOT_FOUND, f"no table {name}: tables are named 1.csv, 2.csv…")
-    record = await ended_record(rt, job_id, tenant)
-    result = await decoded(stored_result(job_id, record))
+    record = await ended_record(rt, job_id, tenant, RESULT_READ_FIELDS)
+    result = await decoded(await result_json(rt, job_id, record))
     tables = [b.table for page in result.pages for b in page.blocks if b.label == "table"]
     table = nth_table(tables, int(match[1]), job_id)
     return Response(table_csv(table), media_type="text/csv")  # Litestar adds the charset
@@ -60,8 +61,8 @@ async def get_image(
     rt, tenant = caller(request, state, job_id=job_id)
     if IMAGE_NAME.fullmatch(name) is None:
         raise OcrqError(ErrorCode.NOT_FOUND, f"no image {name}: figures are named p1-1.png…")
-    await ended_record(rt, job_id, tenant, (Field.STATUS, Field.TENANT))
-    data = await rt.store.read_file(job_id, figure_file(name))
+    record = await ended_record(rt, job_id, tenant, (Field.STATUS, Field.TENANT, Field.RESULT_REF))
+    data = await job_file(rt, job_id, record, figure_file(name))
     if data is None:
         raise OcrqError(ErrorCode.NOT_FOUND, f"job {job_id} has no image {name}")
     return Response(data, media_type="image/png", headers={"Cache-Control": IMAGE_CACHE})
@@ -108,7 +109,8 @@ def outside_of(record: JobRecord, number: int, job_id: str) -> None:
 
 async def page_of_result(rt: Runtime, job_id: str, tenant: str, number: int) -> bytes | None:
     """One page's JSON out of the finished result; None when the result has no such page."""
-    result = await decoded(stored_result(job_id, await ended_record(rt, job_id, tenant)))
+    record = await ended_record(rt, job_id, tenant, RESULT_READ_FIELDS)
+    result = await decoded(await result_json(rt, job_id, record))
     found = next((p for p in result.pages if p.number == number), None)
     return None if found is None else msgspec.json.encode(found)
 

@@ -11,7 +11,7 @@ from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from ocrq.producer.jobs.decoding import decode_document, too_large
 from ocrq.shared.errors import ErrorCode, OcrqError
-from ocrq.shared.schemas import Inbound, JobOptions
+from ocrq.shared.schemas import Inbound, JobOptions, Source
 from ocrq.shared.sniff import SUPPORTED, sniff_media_type
 
 # Room for JSON keys, options, a data-URI prefix and line breaks around the base64 text.
@@ -28,6 +28,51 @@ class Submission(msgspec.Struct, kw_only=True):
     media_type: str
     filename: str | None
     options: JobOptions
+
+
+class SourceSubmission(msgspec.Struct, kw_only=True):
+    """A document by reference (``{"source": {...}}``) plus its options: not read yet."""
+
+    source: Source
+    filename: str | None
+    options: JobOptions
+
+
+class SourceWire(Inbound):
+    """SourceBody as read: options kept as given, to merge over the query's (see Query)."""
+
+    source: Source
+    filename: Annotated[str, msgspec.Meta(max_length=MAX_FILENAME)] | None = None
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class _TopLevel(msgspec.Struct):
+    """Which of the two top-level keys a JSON body has (values left unparsed; empty: absent)."""
+
+    source: msgspec.Raw = msgspec.Raw()
+    document: msgspec.Raw = msgspec.Raw()
+
+
+def source_submission(body: bytes, query: Query) -> SourceSubmission | None:
+    """The body as a submission by reference, when it is one: a top-level "source" and no
+    "document". Only bodies up to _JSON_SLACK are looked at: a bigger one carries a
+    document, and its base64 is decoded once, by the usual path."""
+    if len(body) > _JSON_SLACK or b'"source"' not in body:
+        return None
+    try:
+        top = msgspec.json.decode(body, type=_TopLevel)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None  # not an object: the usual path says what is wrong
+    if not top.source or top.document:
+        return None
+    try:
+        wire = msgspec.json.decode(body, type=SourceWire)
+    except msgspec.ValidationError as e:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, f"body: {e}") from e
+    options = parse_options({**query.options, **wire.options})
+    return SourceSubmission(
+        source=wire.source, filename=wire.filename or query.filename, options=options
+    )
 
 
 def json_body_limit(max_document: int) -> int:
@@ -174,13 +219,16 @@ async def read_json(
     max_document: int,
     decode_gate: asyncio.Semaphore,
     query: Query,
-) -> Submission:
-    """Format 1: JSON with a base64 or data-URI document.
+) -> Submission | SourceSubmission:
+    """Format 1: JSON with a base64 or data-URI document, or a document by reference.
 
     Decoding runs in a thread, one at a time per process: several decoding threads would
     take turns on the GIL ahead of the event loop and stall every other request.
     """
     body = await read_bounded(chunks, body_ceiling("application/json", max_document), max_document)
+    by_reference = source_submission(body, query)
+    if by_reference is not None:
+        return by_reference
     async with decode_gate:
         return await asyncio.to_thread(decode_json_submission, body, max_document, query)
 

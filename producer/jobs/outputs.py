@@ -122,13 +122,20 @@ class MarkdownOnly(msgspec.Struct):
     markdown: str
 
 
+def as_stored_markdown(how: Rendering, job_keeps: bool) -> bool:
+    """True when ``how`` asks for the Markdown exactly as the worker rendered it (the job's
+    own furniture choice): the stored ``markdown`` field, or result.md in the store."""
+    keep = job_keeps if how.keep_furniture is None else how.keep_furniture
+    return how.fmt == "markdown" and keep == job_keeps
+
+
 def render(stored: bytes, how: Rendering, job_keeps: bool) -> bytes:
     """The stored Result JSON in ``how.fmt`` (not pdf: that is a stored file)."""
     if how.fmt == "json":
         return stored
-    keep = job_keeps if how.keep_furniture is None else how.keep_furniture
-    if how.fmt == "markdown" and keep == job_keeps:  # the worker rendered it so already
+    if as_stored_markdown(how, job_keeps):  # the worker rendered it so already
         return msgspec.json.decode(stored, type=MarkdownOnly).markdown.encode()
+    keep = job_keeps if how.keep_furniture is None else how.keep_furniture
     result = msgspec.json.decode(stored, type=Result)
     if how.fmt == "markdown":
         return document_markdown(result.pages, result.segments, keep_furniture=keep).encode()

@@ -11,8 +11,10 @@ from litestar import Request, Response, delete, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 
+from ocrq.producer.jobs.documents import discard, put_document
 from ocrq.producer.jobs.ingest import (
     Query,
+    SourceSubmission,
     Submission,
     body_ceiling,
     read_json,
@@ -30,7 +32,10 @@ from ocrq.producer.jobs.outputs import (
     negotiate,
     rendered,
 )
+from ocrq.producer.jobs.owned import job_document, remove_objects
 from ocrq.producer.jobs.prefer import preferred_wait
+from ocrq.producer.jobs.sources import place_source, upload_idempotency
+from ocrq.producer.jobs.stored import RESULT_READ_FIELDS, answer_from_store, result_json
 from ocrq.producer.jobs.views import (
     SUMMARY_FIELDS,
     await_view,
@@ -52,8 +57,10 @@ WaitSeconds = Annotated[
 ]
 
 
-async def read_submission(request: Request[Any, Any, Any], rt: Runtime) -> Submission:
-    """Dispatch on Content-Type to the three accepted formats."""
+async def read_submission(
+    request: Request[Any, Any, Any], rt: Runtime
+) -> Submission | SourceSubmission:
+    """Dispatch on Content-Type to the three accepted formats (JSON: or a source)."""
     limit = rt.settings.api.max_document_bytes
     content_type, params = request.content_type
     declared_length = request.headers.get("content-length")
@@ -92,32 +99,97 @@ def is_raw_document(content_type: str) -> bool:
 
 @post("/v1/jobs", status_code=202, request_max_body_size=None, summary="Submit a document")
 async def submit_job(request: Request[Any, Any, Any], state: State) -> Response[Accepted | JobView]:
-    """Validate an upload and enqueue it in one atomic step; ``Prefer: wait=N`` waits for it."""
+    """Validate an upload and enqueue it in one atomic step; ``Prefer: wait=N`` waits for it.
+
+    A JSON ``{"source": …}`` body queues a document by reference (producer/jobs/sources.py);
+    with a store, an inline document over OCRQ_INLINE_MAX_BYTES is written to it first.
+    """
     rt, tenant = caller(request, state)
     wait = preferred_wait(request.headers.getall("prefer", []), rt.settings.api.max_wait_s)
     sub = await read_submission(request, rt)
-    await check_options(sub.options, tenant, rt.settings)
+    by_reference = isinstance(sub, SourceSubmission)
+    await check_options(sub.options, tenant, rt.settings, by_reference=by_reference)
     idem = request.headers.get("idempotency-key")
     if idem is not None and not (0 < len(idem) <= 200):
         raise OcrqError(ErrorCode.INVALID_REQUEST, "Idempotency-Key: 1 to 200 characters")
+    if isinstance(sub, SourceSubmission):
+        return await submit_source(rt, tenant, sub, idem, wait)
     job_id, created = new_job_id(rt.store.keys.pick_tag(tenant, idem)), now_ms()
-    started = time.perf_counter()
+    document = None
+    if rt.blobs is not None and len(sub.data) > rt.settings.blobs.inline_max_bytes:
+        document = await put_document(rt.blobs, tenant, job_id, sub.data, sub.media_type)
     fields = new_job_fields(
         job_id=job_id,
         tenant=tenant,
         filename=sub.filename,
         media_type=sub.media_type,
-        data=sub.data,
+        data=b"" if document else sub.data,
         options=sub.options,
         created_ms=created,
         callback=sub.options.callback_url,
+        document=document,
     )
-    fresh, job_id = await rt.store.enqueue(job_id, sub.options.lane, fields, idem)
-    rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
-    structlog.contextvars.bind_contextvars(job_id=job_id)
+    written = document.key if document else ""
+    fresh, job_id = await queue_job(rt, job_id, sub.options.lane, fields, idem, written)
     if fresh:
         rt.metrics.accepted_bytes.inc(len(sub.data))
     return await submitted(rt, tenant, job_id, fresh, created, wait)
+
+
+async def submit_source(
+    rt: Runtime, tenant: str, sub: SourceSubmission, idem: str | None, wait: int
+) -> Response[Accepted | JobView]:
+    """Queue a job on a document by reference: an upload, a key of the store, a URL."""
+    placed = await place_source(rt, tenant, sub)
+    job_id = placed.job_id or new_job_id(rt.store.keys.pick_tag(tenant, idem))
+    created = now_ms()
+    fields = new_job_fields(
+        job_id=job_id,
+        tenant=tenant,
+        filename=placed.filename,
+        media_type=placed.media_type,
+        data=b"",
+        options=sub.options,
+        created_ms=created,
+        callback=sub.options.callback_url,
+        document=placed.document,
+    )
+    # An upload queues one job: without a client key, its id is the key, so two requests
+    # racing on one upload find each other in the enqueue's transaction.
+    key = idem if idem or not placed.job_id else upload_idempotency(placed.job_id)
+    given = bool(placed.job_id)
+    fresh, job_id = await queue_job(rt, job_id, sub.options.lane, fields, key, given_id=given)
+    if not fresh and key != idem:
+        raise OcrqError(
+            ErrorCode.CONFLICT,
+            f"source.upload_id: upload {job_id} is already job {job_id}: an upload queues one job",
+        )
+    return await submitted(rt, tenant, job_id, fresh, created, wait)
+
+
+async def queue_job(
+    rt: Runtime,
+    job_id: str,
+    lane: str,
+    fields: dict[str, bytes | str | int],
+    idem: str | None,
+    written: str = "",
+    *,
+    given_id: bool = False,
+) -> tuple[bool, str]:
+    """The atomic enqueue, timed; ``written`` (a document this request put in the store) is
+    deleted again when no job took it (a failure, a replayed Idempotency-Key)."""
+    started = time.perf_counter()
+    try:
+        fresh, job_id = await rt.store.enqueue(job_id, lane, fields, idem, given_id=given_id)
+    except Exception:
+        await discard(rt.blobs, written)
+        raise
+    rt.metrics.enqueue_seconds.observe(time.perf_counter() - started)
+    structlog.contextvars.bind_contextvars(job_id=job_id)
+    if not fresh:
+        await discard(rt.blobs, written)
+    return fresh, job_id
 
 
 async def submitted(
@@ -177,6 +249,13 @@ KeepFurniture = Annotated[
     bool | None,
     Parameter(description="keep page headers, footers and numbers (default: the job's option)"),
 ]
+RedirectWanted = Annotated[
+    bool,
+    Parameter(
+        description="with an object store that presigns: 307 to a short-lived URL of the "
+        "stored object (json, pdf, default markdown) instead of the bytes"
+    ),
+]
 RESULT_FIELDS = (Field.STATUS, Field.TENANT, Field.RESULT, Field.ERROR, Field.OPTIONS)
 
 
@@ -187,18 +266,6 @@ async def ended_record(
     return visible(job_id, await rt.store.read(known_job(job_id), names), tenant)
 
 
-def stored_result(job_id: str, record: JobRecord) -> bytes:
-    """The stored Result JSON; 409 with the cause when the job has none (yet)."""
-    if record.result is None:
-        detail = f": {record.error.code}: {record.error.message}" if record.error else ""
-        raise OcrqError(
-            ErrorCode.CONFLICT,
-            f"job {job_id} is {record.status}, no result{detail}",
-            retry_after=1 if record.status in ACTIVE else None,
-        )
-    return record.result
-
-
 @get("/v1/jobs/{job_id:str}/result", summary="The result: JSON, Markdown, HTML, text, chunks, PDF")
 async def get_result(
     request: Request[Any, Any, Any],
@@ -207,21 +274,26 @@ async def get_result(
     format: ResultFormat = None,
     chunk_tokens: ChunkTokens = CHUNK_TOKENS,
     keep_headers_footers: KeepFurniture = None,
+    redirect: RedirectWanted = False,
 ) -> Response[Any]:
-    """The result in the format ``format=`` or ``Accept`` names (docs/results.md)."""
+    """The result in the format ``format=`` or ``Accept`` names (docs/results.md); from
+    the object store it is streamed, or with ``redirect=true`` a 307 to a presigned GET."""
     rt, tenant = caller(request, state, job_id=job_id)
-    record = await ended_record(rt, job_id, tenant, (*RESULT_FIELDS, Field.FILENAME))
+    record = await ended_record(rt, job_id, tenant, (*RESULT_READ_FIELDS, Field.FILENAME))
     accept = request.headers.get("accept", "")
     fmt = negotiate(job_id, format, accept, record.options.searchable_pdf)
-    stored = stored_result(job_id, record)
+    how = Rendering(fmt, keep_headers_footers, chunk_tokens)
     headers = {"Vary": "Accept"}
+    if fmt == "pdf":
+        headers["Content-Disposition"] = attachment(record.filename, job_id, ".pdf")
+    if record.result_ref:
+        return await answer_from_store(rt, job_id, record, how, redirect, headers)
+    stored = await result_json(rt, job_id, record)
     if fmt == "pdf":
         pdf = await rt.store.read_file(job_id, SEARCHABLE_PDF)
         if pdf is None:
             raise OcrqError(ErrorCode.NOT_ACCEPTABLE, f"job {job_id} kept no searchable PDF")
-        headers["Content-Disposition"] = attachment(record.filename, job_id, ".pdf")
         return Response(pdf, media_type=media_type_of(fmt), headers=headers)
-    how = Rendering(fmt, keep_headers_footers, chunk_tokens)
     body = await rendered(stored, how, record.options.keep_headers_footers)
     return Response(body, media_type=media_type_of(fmt), headers=headers)
 
@@ -232,11 +304,13 @@ async def cancel_job(
 ) -> dict[str, str]:
     """Queued or processing → cancelled (its worker stops it); the job and its error stay."""
     rt, tenant = caller(request, state, job_id=job_id)
-    outcome = await rt.store.cancel(known_job(job_id), tenant)
+    document = await job_document(rt, known_job(job_id))
+    outcome = await rt.store.cancel(job_id, tenant)
     if outcome == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
     if outcome != Status.CANCELLED:
         raise OcrqError(ErrorCode.CONFLICT, f"job {job_id} is {outcome}: nothing to cancel")
+    await remove_objects(rt, tenant, job_id, document, results=False)
     return {"id": job_id, "status": outcome}
 
 
@@ -244,10 +318,13 @@ async def cancel_job(
 async def delete_job(
     request: Request[Any, Any, Any], state: State, job_id: FromPath[str]
 ) -> dict[str, str]:
-    """Delete the job and its result; an active job is cancelled first. Then 404."""
+    """Delete the job and its result (and its objects in the store); an active job is
+    cancelled first. Then 404."""
     rt, tenant = caller(request, state, job_id=job_id)
-    if await rt.store.cancel(known_job(job_id), tenant, delete=True) == "missing":
+    document = await job_document(rt, known_job(job_id))
+    if await rt.store.cancel(job_id, tenant, delete=True) == "missing":
         raise OcrqError(ErrorCode.NOT_FOUND, f"no job {job_id}")
+    await remove_objects(rt, tenant, job_id, document, results=True)
     return {"id": job_id, "status": "deleted"}
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from ocrq.producer.jobs.stored import result_json
 from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.keys import DEFAULT_TAG, is_known_id, with_tag
@@ -100,8 +101,12 @@ def known_job(job_id: str) -> str:
 
 
 async def read_view(rt: Runtime, job_id: str, tenant: str) -> JobView:
-    """Read what a poll may read (never the payload) and build the view."""
-    return job_view(known_job(job_id), await rt.store.read(job_id), tenant)
+    """Read what a poll may read (never the payload) and build the view; a result in the
+    object store is read from there (503 when it is unreachable)."""
+    record = visible(job_id, await rt.store.read(known_job(job_id)), tenant)
+    if record.result is None and record.result_ref:
+        record = msgspec.structs.replace(record, result=await result_json(rt, job_id, record))
+    return job_view(job_id, record, tenant)
 
 
 async def await_view(

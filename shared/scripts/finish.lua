@@ -5,7 +5,7 @@
 -- KEYS: job, stream, batch, batch_jobs (keys that never exist when none), webhooks,
 --       tenant_active (the job's tenant's active set in its partition), pages, files (the
 --       job's finished pages and files: they live as long as its result)
--- ARGV: me, entry, group, status, field (result|error), value, finished_at, ttl_s,
+-- ARGV: me, entry, group, status, field (result|result_ref|error), value, finished_at, ttl_s,
 --       channel, id, pages_done
 -- Reply: 'ok' | 'lost'
 -- The payload goes first: under maxmemory (noeviction) a script's first write decides
@@ -25,6 +25,8 @@ redis.call('HDEL', job, 'payload')
 redis.call('EXPIRE', job, tonumber(ARGV[8]))
 redis.call('EXPIRE', KEYS[7], tonumber(ARGV[8]))
 redis.call('EXPIRE', KEYS[8], tonumber(ARGV[8]))
+-- A result in the object store holds its pages and files there: Redis keeps none of them.
+if ARGV[5] == 'result_ref' then redis.call('DEL', KEYS[7], KEYS[8]) end
 redis.call('HSET', job, 'status', ARGV[4], ARGV[5], ARGV[6], 'finished_at', ARGV[7],
   'pages_done', ARGV[11])
 ack(stream, group, entry)

@@ -64,6 +64,7 @@ def worker(store: JobStore, tmp_path: Path, *, name: str = "w-test", **settings:
         workspace=tmp_path / name,
         process=run_for_a_while,
         reader=SimpleNamespace(circuit=healthy, flow=flow),
+        documents=None,
     )
     return Worker(changed, store, runner, WorkerMetrics())
 

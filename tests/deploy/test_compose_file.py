@@ -78,11 +78,12 @@ def seconds(text: str) -> float:
 
 def test_services_and_gpu_profile() -> None:
     found = services()
-    assert set(found) == {"redis", "producer", "consumer", "vllm", "consumer-gpu"}
+    assert set(found) == {"redis", "producer", "consumer", "vllm", "consumer-gpu", "s3"}
     for name in ("redis", "producer", "consumer"):
         assert "profiles" not in found[name], f"{name} must start without a profile"
     for name in ("vllm", "consumer-gpu"):
         assert found[name]["profiles"] == ["gpu"]
+    assert found["s3"]["profiles"] == ["s3"]
 
 
 def test_every_service_has_a_healthcheck() -> None:
@@ -285,7 +286,7 @@ def test_docker_compose_config_accepts_the_file() -> None:
     )
     if engine.returncode != 0 or plugin.returncode != 0:
         pytest.skip("no Docker engine or compose plugin answers here")
-    for profile in ([], ["--profile", "gpu"]):
+    for profile in ([], ["--profile", "gpu"], ["--profile", "s3"]):
         done = subprocess.run(
             [docker, "compose", "-f", str(COMPOSE), *profile, "config", "--quiet"],
             capture_output=True,

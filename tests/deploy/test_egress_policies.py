@@ -64,7 +64,20 @@ def test_workers_reach_dns_redis_vllm_and_public_web_ports_only() -> None:
         assert any(private.subnet_of(e) for e in excepted), private
 
 
-def test_the_producer_reaches_only_dns_and_redis() -> None:
+def public_blocks(
+    found: list[tuple[Obj, set[tuple[str, int]]]],
+) -> list[tuple[Obj, set[tuple[str, int]]]]:
+    """The ipBlock peers, each checked to leave out every private IPv4 range."""
+    blocks = [(peer["ipBlock"], ports) for peer, ports in found if "ipBlock" in peer]
+    for block, _ in blocks:
+        if block["cidr"] == "0.0.0.0/0":
+            excepted = [ipaddress.ip_network(c) for c in block["except"]]
+            for private in map(ipaddress.ip_network, PRIVATE_V4):
+                assert any(private.subnet_of(e) for e in excepted), private
+    return blocks
+
+
+def test_the_producer_reaches_only_dns_redis_and_the_object_store_over_https() -> None:
     policy = find(base_objects(), "NetworkPolicy", "producer-egress")
     assert policy["spec"]["policyTypes"] == ["Egress"]
     selector = policy["spec"]["podSelector"]["matchLabels"]
@@ -72,5 +85,8 @@ def test_the_producer_reaches_only_dns_and_redis() -> None:
     found = peers(policy)
     assert dns_ports(found) == {("UDP", 53), ("TCP", 53)}
     assert pod_peer(found, "redis") == {("TCP", 6379)}
-    assert not [peer for peer, _ in found if "ipBlock" in peer]
-    assert len(found) == 2
+    # The store (OCRQ_BLOB_URL): S3 over HTTPS on public addresses; no port 80, nothing private.
+    blocks = public_blocks(found)
+    assert {b["cidr"] for b, _ in blocks} == {"0.0.0.0/0", "::/0"}
+    assert all(ports == {("TCP", 443)} for _, ports in blocks)
+    assert len(found) == 2 + len(blocks)

@@ -1,4 +1,5 @@
-"""Fixtures for fault injection: Redis servers of the test's own, to fill, pause or kill."""
+"""Fixtures for fault injection: Redis servers of the test's own, to fill, pause or kill,
+and a stack on the session's SeaweedFS (which the chaos run kills too)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import redis.asyncio as aioredis
 from support.stack import Stack, running_stack
 
 from ocrq.shared.embedded import EmbeddedServer, start_server
-from ocrq.shared.settings import Settings, load_settings
+from ocrq.shared.settings import Settings, load_settings, replace_settings
 from ocrq.shared.store import JobStore, make_redis
 
 
@@ -63,3 +64,11 @@ def faulty_stack(
     settings = load_settings({}, redis_url=durable_redis.url, log_format="json", metrics_port=0)
     with running_stack(settings, tmp_path, redis_socket_timeout_s="2") as stack:
         yield stack, durable_redis
+
+
+@pytest.fixture
+def store_chaos_stack(blob_settings: Settings, tmp_path: Path) -> Iterator[Stack]:
+    """Producer and fake vLLM on the store, where every document goes, however small."""
+    settings = replace_settings(blob_settings, inline_max_bytes=16)
+    with running_stack(settings, tmp_path) as stack:
+        yield stack

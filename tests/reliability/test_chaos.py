@@ -1,4 +1,5 @@
-"""Chaos: workers SIGKILLed at random, Redis killed under load, a flaky and absent engine.
+"""Chaos: workers SIGKILLed at random, Redis killed under load, a flaky and absent engine,
+and the object store SIGKILLed between worker kills.
 
 Short runs in CI; ``OCRQ_RELIABILITY=long`` runs the long ones (1,000 jobs, a 2-minute engine
 outage). RELIABILITY.md has the figures of the last long run.
@@ -6,12 +7,14 @@ outage). RELIABILITY.md has the figures of the last long run.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import httpx
 import pytest
@@ -19,12 +22,17 @@ import redis
 from support.documents import png
 from support.redis_servers import kill, restart
 from support.stack import Stack, WorkerProc
+from support.topology import sync_client
 
+from ocrq.shared.blobs import open_blob_store
 from ocrq.shared.embedded import EmbeddedServer
+from ocrq.shared.settings import Settings
 
 LONG = os.environ.get("OCRQ_RELIABILITY") == "long"
 CHAOS_JOBS = 1000 if LONG else 160  # ~40 s of work: room for a kill every 2-4 s plus a restart
 OUTAGE_S = 120 if LONG else 15
+STORE_CHAOS_JOBS = 1000 if LONG else 120  # ~30 s of engine work: a few kills of each kind
+STORE_EVERY = 2  # every other kill is the store's (down 1-3 s), the first one included
 # Uploads at up to ~30/s around the Redis kill: under load, and few enough (~200) that the
 # two workers finish them in seconds rather than a minute.
 UPLOAD_PAUSE_S = 0.03
@@ -150,3 +158,111 @@ def test_a_flaky_engine_and_an_outage_end_every_job_done(stack: Stack) -> None:
     assert worker.proc.poll() is None and "Traceback" not in worker.log()
     assert '"engine_circuit_open"' in worker.log() and '"engine_circuit_closed"' in worker.log()
     stack.assert_clean()
+
+
+def store_keys(settings: Settings, prefix: str) -> list[str]:
+    """The keys under ``prefix`` of the test's store."""
+
+    async def listing() -> list[str]:
+        store = open_blob_store(settings)
+        assert store is not None
+        try:
+            return [info.key async for info in store.list(prefix)]
+        finally:
+            await store.aclose()
+
+    return asyncio.run(listing())
+
+
+def job_fields(stack: Stack, jobs: list[str], name: str) -> list[bytes | None]:
+    """One field of each job's hash."""
+    r = sync_client(stack.settings)
+    try:
+        return [r.hget(stack.keys.job(j), name) for j in jobs]
+    finally:
+        r.close()
+
+
+def assert_each_done_with_its_content_and_logged_once(
+    stack: Stack, jobs: dict[str, tuple[int, int]], worker_kills: int
+) -> int:
+    """Every job done with its content, none logged done twice; how many were never logged.
+
+    A worker writes a job's `done` line after the Redis write and after deleting the job's
+    document from the store (a round trip, longer while the store is down): one SIGKILLed
+    in between leaves a job done in Redis without its line, at most one per kill.
+    """
+    for job_id, (width, height) in jobs.items():
+        view = stack.wait(job_id, timeout_s=180)
+        assert view["status"] == "done", view
+        assert f"{width}x{height}" in view["result"]["markdown"], job_id
+    logged = done_lines(stack.workers)
+    assert set(logged.values()) == {1} and set(logged) <= set(jobs)
+    unlogged = len(set(jobs) - set(logged))
+    assert unlogged <= worker_kills, (unlogged, worker_kills)
+    return unlogged
+
+
+def kill_a_worker(stack: Stack, alive: list[WorkerProc], rng: random.Random) -> None:
+    """SIGKILL one worker at random (running or still starting), launch another in its place.
+
+    The new one is not waited for: on a loaded machine a start takes longer than the gap
+    between kills, and the kills must keep landing while jobs run."""
+    victim = alive.pop(rng.randrange(len(alive)))
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    alive.append(stack.launch_worker(**FAST_RECLAIM))
+
+
+def kill_the_store(seaweed: Any, rng: random.Random) -> float:
+    """SIGKILL SeaweedFS, leave it down 1-3 s, start it again; seconds it was unreachable."""
+    down_at = time.monotonic()
+    seaweed.kill()
+    try:
+        time.sleep(rng.uniform(1.0, 3.0))
+    finally:
+        seaweed.start()  # returns once a signed PUT succeeds
+    return time.monotonic() - down_at
+
+
+@pytest.mark.slow
+def test_jobs_survive_the_store_and_workers_sigkilled_mid_job(
+    store_chaos_stack: Stack, seaweed: Any
+) -> None:
+    stack = store_chaos_stack
+    stack.fake.configure(latency_s=0.5, max_concurrency=2)  # ~4 jobs/s: kills land mid-run
+    jobs = submit_all(stack, STORE_CHAOS_JOBS)
+    assert None not in job_fields(stack, list(jobs), "document")  # every one in the store
+    alive = [stack.start_worker(**FAST_RECLAIM) for _ in range(3)]
+    rng = random.Random(26)
+    kills: Counter[str] = Counter()
+    away_s = 0.0
+    started = time.monotonic()
+    deadline = started + (1800 if LONG else 300)
+    while time.monotonic() < deadline:
+        if set(job_fields(stack, list(jobs), "status")) == {b"done"}:
+            break
+        time.sleep(rng.uniform(1.0, 3.0))
+        if sum(kills.values()) % STORE_EVERY == 0:
+            away_s += kill_the_store(seaweed, rng)
+            kills["store"] += 1
+        else:
+            kill_a_worker(stack, alive, rng)
+            kills["worker"] += 1
+    attempts = Counter(int(a or 0) for a in job_fields(stack, list(jobs), "attempts"))
+    assert kills["worker"] >= 2 and kills["store"] >= 2
+    unlogged = assert_each_done_with_its_content_and_logged_once(stack, jobs, kills["worker"])
+    elapsed = time.monotonic() - started
+    stack.assert_clean()
+    assert None not in job_fields(stack, list(jobs), "result_ref")  # every result in the store
+    results = {key.split("/")[2] for key in store_keys(stack.settings, "results/")}
+    assert results == set(jobs)
+    # A worker killed between a job's finish and its delete leaves that document to the
+    # sweeper (counted, not a loss: every job is done above).
+    orphans = len(store_keys(stack.settings, "documents/"))
+    print(
+        f"store chaos: {len(jobs)} jobs in {elapsed:.0f} s, {kills['worker']} worker and"
+        f" {kills['store']} store SIGKILLs (store away {away_s:.0f} s in all),"
+        f" attempts {sorted(attempts.items())}, {orphans} orphan documents for the sweeper,"
+        f" {unlogged} done jobs whose worker was killed before its log line"
+    )

@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import msgspec
+
 from ocrq.fakevllm.runner import FakeVllm
 from ocrq.shared.embedded import free_port, start_server
 from ocrq.shared.settings import Settings
@@ -30,6 +32,22 @@ def redis_env(settings: Settings) -> dict[str, str]:
         "REDIS_SENTINEL_MASTER": settings.store.redis_sentinel_master,
         "REDIS_WAIT_REPLICAS": str(settings.store.redis_wait_replicas),
     }
+
+
+def blob_env(settings: Settings) -> dict[str, str]:
+    """The object store's OCRQ_* names (without prefix) when the settings have a store.
+
+    Empty without one: the processes keep every byte in Redis. The store's credentials are
+    the standard AWS_* variables, which every process start_ocrq() starts inherits.
+    """
+    if not settings.blobs.enabled:
+        return {}
+    return {name: str(value) for name, value in msgspec.structs.asdict(settings.blobs).items()}
+
+
+def services_env(settings: Settings) -> dict[str, str]:
+    """What a producer or worker of these settings needs: their Redis and their store."""
+    return {**redis_env(settings), **blob_env(settings)}
 
 
 def start_producer(redis_url: str, **env: str) -> tuple[subprocess.Popen[bytes], str]:

@@ -23,8 +23,12 @@ from ocrq.shared.schemas import TERMINAL
 from ocrq.shared.settings import Settings
 
 from .processes import start_ocrq, stop, wait_http, wait_until
-from .services import redis_env, start_producer
+from .services import services_env, start_producer
 from .topology import sync_client
+
+# A worker imports PyMuPDF and its engine client before /healthz answers: seconds on an idle
+# machine, over 20 s on a loaded 2-core CI box. A healthy worker is waited for no longer.
+WORKER_START_TIMEOUT_S = 60.0
 
 
 def jobs_done_by(workers: list[WorkerProc], total: int, timeout_s: float = 10) -> list[int]:
@@ -95,14 +99,18 @@ class Stack:
         ``new_session``: the worker leads its own process group, as a command in a terminal.
         """
         worker = self._launch_worker(new_session, env)
-        wait_http(worker.health_url, worker.proc, log=worker.log_path)
+        wait_http(worker.health_url, worker.proc, WORKER_START_TIMEOUT_S, worker.log_path)
         return worker
+
+    def launch_worker(self, **env: Any) -> WorkerProc:
+        """Start one worker and return at once: a chaos run does not wait for its /healthz."""
+        return self._launch_worker(False, env)
 
     def start_workers(self, count: int, **env: Any) -> list[WorkerProc]:
         """Start ``count`` workers at once, then wait for them all: they read the queue together."""
         workers = [self._launch_worker(False, env) for _ in range(count)]
         for worker in workers:
-            wait_http(worker.health_url, worker.proc, log=worker.log_path)
+            wait_http(worker.health_url, worker.proc, WORKER_START_TIMEOUT_S, worker.log_path)
         return workers
 
     def _launch_worker(self, new_session: bool, env: dict[str, Any]) -> WorkerProc:
@@ -122,7 +130,7 @@ class Stack:
             "RASTER_WORKERS": "1",
             "DRAIN_GRACE_S": "20",
             "REDIS_BLOCK_MS": "500",
-            **redis_env(self.settings),
+            **services_env(self.settings),
             **{k.upper(): str(v) for k, v in env.items()},
         }
         log_path = self.tmp / f"worker-{len(self.workers)}.log"
@@ -230,7 +238,9 @@ def stack_on(settings: Settings, producer_url: str, tmp: Path) -> Iterator[Stack
 @contextlib.contextmanager
 def running_stack(settings: Settings, tmp: Path, **producer_env: str) -> Iterator[Stack]:
     """A producer and a fake vLLM on the settings' Redis; the test starts the workers."""
-    proc, url = start_producer(settings.store.redis_url, **{**redis_env(settings), **producer_env})
+    proc, url = start_producer(
+        settings.store.redis_url, **{**services_env(settings), **producer_env}
+    )
     try:
         with stack_on(settings, url, tmp) as stack:
             yield stack
