@@ -128,11 +128,13 @@ class JobRunner:
             "finish",
         )
         status = outcome.status if written else "lost"
-        if written:
-            await self._delete_owned(ending.document)
         self.metrics.jobs.labels(status).inc()
         total_s = round(time.monotonic() - tally.started, 3)
+        # The job's line first: the delete below may wait out a store outage, and a worker
+        # killed meanwhile must not leave a finished job without its canonical line.
         log.info("job", outcome=status, total_s=total_s, **summary)
+        if written:
+            await self._delete_owned(ending.document)
 
     async def _delete_owned(self, document: DocumentRef | None) -> None:
         """Best effort: an ended job's own document object goes (the sweeper takes leftovers)."""
