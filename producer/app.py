@@ -12,11 +12,12 @@ from typing import Any
 
 import structlog
 from litestar import Litestar, Request, Response
+from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from ocrq.producer.auth import Authenticator
+from ocrq.producer.auth import Authenticator, presented_key
 from ocrq.producer.batches.results import batch_results
 from ocrq.producer.batches.routes import BATCH_HANDLERS
 from ocrq.producer.batches.sweeper import batch_sweeper
@@ -31,6 +32,7 @@ from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
 from ocrq.producer.runtime import Runtime
+from ocrq.producer.tokens import TokenVerifier, looks_like_jwt
 from ocrq.producer.ui import page_headers, ui_router
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.blobs import BlobError
@@ -154,7 +156,24 @@ def access_logged(app: ASGIApp, level: int) -> ASGIApp:
     return middleware
 
 
-def lifespan_for(settings: Settings) -> Any:
+def token_prefetch(tokens: TokenVerifier | None) -> Callable[[ASGIApp], ASGIApp]:
+    """A middleware factory: a request's bearer JWT gets its issuer's keys fetched first
+    (async, cached), so the route's own check of the token needs no I/O."""
+
+    def wrap(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if tokens is not None and scope["type"] == ScopeType.HTTP:
+                presented = presented_key(Headers.from_scope(scope))
+                if presented and looks_like_jwt(presented):
+                    await tokens.prefetch(presented)
+            await app(scope, receive, send)
+
+        return middleware
+
+    return wrap
+
+
+def lifespan_for(settings: Settings, tokens: TokenVerifier | None = None) -> Any:
     """The lifespan: one Redis pool, one pub/sub hub, the object store; groups created at
     start."""
 
@@ -162,7 +181,7 @@ def lifespan_for(settings: Settings) -> Any:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         redis = make_redis(settings)
         store = JobStore(redis, settings)
-        auth = Authenticator(settings.api.tenant_keys)
+        auth = Authenticator(settings.api.tenant_keys, tokens)
         if auth.open:
             log.warning("api_open", message="OCRQ_API_KEYS is empty: the API accepts anyone")
         try:
@@ -183,6 +202,8 @@ def lifespan_for(settings: Settings) -> Any:
             if blobs is not None:
                 await blobs.aclose()
             await store.aclose()
+            if tokens is not None:
+                await tokens.aclose()
 
     return lifespan
 
@@ -193,6 +214,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     configure_logging(settings)
     # A person at a terminal wants the events, not a line per poll: access lines at debug.
     access_level = logging.INFO if renders_json(settings) else logging.DEBUG
+    tokens = TokenVerifier(settings.api) if settings.api.jwt_jwks_url else None
     return Litestar(
         route_handlers=[
             *HEALTH_HANDLERS,
@@ -206,9 +228,14 @@ def create_app(settings: Settings | None = None) -> Litestar:
             swagger_assets(),
             ui_router(),
         ],
-        lifespan=[lifespan_for(settings), batch_sweeper],  # the sweeper needs the runtime
+        lifespan=[lifespan_for(settings, tokens), batch_sweeper],  # the sweeper needs the runtime
         # Host and Origin are checked before any route reads a body or touches Redis.
-        middleware=[access_log(access_level), page_headers, host_guard(settings)],
+        middleware=[
+            access_log(access_level),
+            page_headers,
+            host_guard(settings),
+            token_prefetch(tokens),
+        ],
         exception_handlers={Exception: error_response},
         openapi_config=openapi_config(settings),
         logging_config=None,

@@ -1,4 +1,5 @@
-"""API keys → tenants. Only hashes are kept; every comparison is constant-time."""
+"""Callers → tenants: API keys (only hashes kept, constant-time comparisons) and, beside
+them, OIDC bearer JWTs (producer/tokens.py) when OCRQ_JWT_JWKS_URL is set."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
+from ocrq.producer.tokens import TokenVerifier, looks_like_jwt
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 OPEN_TENANT = "public"
@@ -17,15 +19,17 @@ def key_digest(key: str) -> bytes:
 
 
 class Authenticator:
-    """Maps a presented key to its tenant; open (one public tenant) when no keys are set."""
+    """Maps a presented key or token to its tenant; open (one public tenant) when neither
+    keys nor a JWKS are set."""
 
-    def __init__(self, keys: Mapping[str, str]) -> None:
+    def __init__(self, keys: Mapping[str, str], tokens: TokenVerifier | None = None) -> None:
         self._digests = [(key_digest(key), tenant) for key, tenant in keys.items()]
+        self.tokens = tokens
 
     @property
     def open(self) -> bool:
-        """True when no keys are configured: every caller is the public tenant."""
-        return not self._digests
+        """True when no keys and no JWKS are configured: every caller is the public tenant."""
+        return not self._digests and self.tokens is None
 
     def tenant(self, headers: Mapping[str, str]) -> str:
         """The caller's tenant from ``Authorization: Bearer`` or ``X-API-Key``; 401 otherwise."""
@@ -33,7 +37,9 @@ class Authenticator:
             return OPEN_TENANT
         presented = presented_key(headers)
         if presented is None:
-            raise OcrqError(ErrorCode.UNAUTHORIZED, "an API key is required")
+            raise OcrqError(ErrorCode.UNAUTHORIZED, "an API key or a bearer token is required")
+        if self.tokens is not None and looks_like_jwt(presented):
+            return self.tokens.identity(presented).tenant
         digest = key_digest(presented)
         match = None
         for known, tenant in self._digests:

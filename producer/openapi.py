@@ -146,7 +146,14 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
     document_outputs(paths)
     if settings.api.api_keys:
         components["securitySchemes"] = {
-            "bearer": {"type": "http", "scheme": "bearer"},
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key (OCRQ_API_KEYS), or an OIDC JWT from the issuer "
+                "OCRQ_JWT_ISSUER, checked against OCRQ_JWT_JWKS_URL; its tenant comes from "
+                "the OCRQ_JWT_TENANT_CLAIM claim. A refused token is 401 token_expired or "
+                "token_invalid.",
+            },
             "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
         }
 

@@ -12,6 +12,8 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     INVALID_BASE64 = "invalid_base64"
     UNAUTHORIZED = "unauthorized"
+    TOKEN_EXPIRED = "token_expired"  # a bearer JWT past its exp (or not yet valid: nbf)
+    TOKEN_INVALID = "token_invalid"  # a bearer JWT whose signature, issuer, audience or key fails
     FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     NOT_ACCEPTABLE = "not_acceptable"  # a result format the job cannot give
@@ -38,6 +40,8 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_REQUEST: 400,
     ErrorCode.INVALID_BASE64: 400,
     ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.TOKEN_EXPIRED: 401,
+    ErrorCode.TOKEN_INVALID: 401,
     ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.NOT_ACCEPTABLE: 406,

@@ -65,6 +65,15 @@ class ApiSettings(msgspec.Struct, frozen=True, kw_only=True):
     # names. "*" admits any host (behind a proxy that checks it).
     allowed_hosts: str = ""
     max_wait_s: int = 60  # longest long-poll (?wait=) a client may ask for
+    # OIDC bearer tokens beside the API keys: set the JWKS URL, the issuer and the audience.
+    jwt_jwks_url: str = ""
+    jwt_issuer: str = ""
+    jwt_audience: str = ""
+    jwt_tenant_claim: str = "tenant"  # the claim naming the caller's tenant
+    jwt_leeway_s: float = 30.0  # clock skew allowed on exp/nbf/iat (at most 300)
+    jwt_jwks_timeout_s: float = 5.0  # one fetch of the JWKS, connect to last byte
+    jwt_jwks_cache_s: float = 300.0  # keys are fetched again after this long
+    jwt_jwks_refresh_min_s: float = 10.0  # an unknown kid refetches at most this often
 
     @property
     def tenant_keys(self) -> dict[str, str]:
