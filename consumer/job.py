@@ -26,7 +26,7 @@ from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, JobRecord
 from ocrq.shared.schemas import DocumentRef, EngineInfo, Page, Result, Status, Timings
 from ocrq.shared.settings import Settings
-from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, now_ms
+from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, Usage, now_ms
 
 log = structlog.get_logger("ocrq.worker")
 
@@ -105,10 +105,12 @@ class JobRunner:
             async with Heartbeat(self.store, entry, self.me, interval) as beat:
                 done = await beat.watch(self._recognise(entry, tally, ending))
             result = done.result
+            result_json = msgspec.json.encode(result)
+            usage = Usage(result.engine.name, result.timings.infer_ms, len(result_json))
             if done.stored_at:
-                outcome = Outcome.stored(done.stored_at, result.page_count)
+                outcome = Outcome.stored(done.stored_at, result.page_count, usage)
             else:
-                outcome = Outcome.done(msgspec.json.encode(result), result.page_count)
+                outcome = Outcome.done(result_json, result.page_count, usage)
             summary = {"pages": result.page_count, **msgspec.structs.asdict(result.timings)}
         except Abandoned as e:
             await self._let_go(entry, str(e))

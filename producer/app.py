@@ -31,6 +31,8 @@ from ocrq.producer.jobs.uploads import UPLOAD_HANDLERS
 from ocrq.producer.live import LIVE_HANDLERS
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.openapi import openapi_config, swagger_assets
+from ocrq.producer.rate_limit import rate_limit
+from ocrq.producer.request_trace import trace_requests
 from ocrq.producer.runtime import Runtime
 from ocrq.producer.tokens import TokenVerifier, looks_like_jwt
 from ocrq.producer.ui import page_headers, ui_router
@@ -233,8 +235,10 @@ def create_app(settings: Settings | None = None) -> Litestar:
         middleware=[
             access_log(access_level),
             page_headers,
+            trace_requests(),
             host_guard(settings),
             token_prefetch(tokens),
+            rate_limit(),
         ],
         exception_handlers={Exception: error_response},
         openapi_config=openapi_config(settings),

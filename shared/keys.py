@@ -189,6 +189,39 @@ class Keys:
         """Poisoned jobs of the partition, for an operator to look at."""
         return f"{self._in(tag)}dead"
 
+    # Fair share (shared/fair.py): beside each lane's stream, in its partition's slot.
+    def fair_tenants(self, lane: str, tag: str) -> str:
+        """The lane's tenants with jobs waiting, scored by their virtual start (a ZSET)."""
+        return f"{self._in(tag)}fair:{lane}:tenants"
+
+    def fair_queue(self, lane: str, tag: str, tenant: str) -> str:
+        """The tenant's waiting jobs in the lane, oldest first ("<job> <batch> <cost>", a list)."""
+        return f"{self._in(tag)}fair:{lane}:q:{tenant}"
+
+    def fair_taken(self, lane: str, tag: str) -> str:
+        """Stream entry → the job it was given ("<job> <batch>"), while the entry is pending."""
+        return f"{self._in(tag)}fair:{lane}:taken"
+
+    # Quotas (shared/quota_store.py): every counter of a tenant in the tenant's own slot, so
+    # one script checks and counts them together on a cluster.
+    def quota(self, tenant: str, name: str) -> str:
+        """One of the tenant's quota counters: ``inflight`` (job → pages, a hash),
+        ``inflight_pages``, ``day:<yyyymmdd>``, ``minute:<epoch minute>``."""
+        return f"{self.prefix}{{q.{tenant}}}:quota:{name}"
+
+    def usage(self, tenant: str, day: str, tag: str) -> str:
+        """The tenant's usage on a UTC day (yyyymmdd) counted in a partition (a hash).
+
+        Fields: jobs, failed, cancelled, pages, pages:<engine>, engine_ms, bytes_in, bytes_out.
+        Written by the script that ends a job (exactly once per job), summed over the
+        partitions by GET /v1/usage.
+        """
+        return f"{self._in(tag)}usage:{tenant}:{day}"
+
+    def audit(self) -> str:
+        """The audit trail: one stream entry per state-changing call or result read."""
+        return f"{self.prefix}audit"
+
     def lease(self, name: str) -> str:
         """A lease one process of the stack holds at a time (the store sweeper's)."""
         return f"{self.prefix}lease:{name}"

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ocrq.shared.quotas import QuotaTable, parse_quotas
+
 LANES: tuple[str, ...] = ("interactive", "batch")
 GROUP = "workers"
 
@@ -136,6 +138,28 @@ class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True):
     worker_name: str = ""  # empty: host-pid-random
 
 
+class TenancySettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Many tenants on one fleet: fair share, quotas, usage, the audit trail (docs/tenancy.md)."""
+
+    # Workers serve a lane's tenants in turn, by pages served (weights from OCRQ_QUOTAS);
+    # false: first come, first served. Producers decide, per job; workers follow both.
+    fair_share: bool = True
+    quotas: str = ""  # per-tenant limits and weights: inline or a YAML/JSON file (shared/quotas)
+    usage_retention_days: int = 400  # a tenant's usage per day is kept this long
+    audit_retention_days: int = 90  # the audit stream keeps this many days (XADD MINID)
+    admin_tenants: str = ""  # "tenant,tenant": their credentials may read GET /v1/audit
+
+    @property
+    def quota_table(self) -> QuotaTable:
+        """OCRQ_QUOTAS parsed (checked once at load)."""
+        return parse_quotas(self.quotas)
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """The tenants named in OCRQ_ADMIN_TENANTS."""
+        return frozenset(t.strip() for t in self.admin_tenants.split(",") if t.strip())
+
+
 class BlobSettings(msgspec.Struct, frozen=True, kw_only=True):
     """The object store for documents, results and files (docs/scaling.md, "Object store").
 
@@ -242,6 +266,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
     blobs: BlobSettings = msgspec.field(default_factory=BlobSettings)
+    tenancy: TenancySettings = msgspec.field(default_factory=TenancySettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
 
@@ -319,6 +344,7 @@ GROUPS: dict[str, type[msgspec.Struct]] = {
     "worker": WorkerSettings,
     "ocr": OcrSettings,
     "blobs": BlobSettings,
+    "tenancy": TenancySettings,
 }
 # Each setting's group ("" for the few at the top level), by field name: OCRQ_ + name.upper().
 SETTING_GROUPS: dict[str, str] = {
@@ -359,6 +385,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     parse_api_keys(settings.api.api_keys)
     parse_webhook_secrets(settings.webhooks.webhook_secrets)
     parse_result_ttls(settings.blobs.result_ttls)
+    parse_quotas(settings.tenancy.quotas)
     check_redis_shape(settings)
     check_blob_url(settings.blobs.blob_url)
     return settings

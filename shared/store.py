@@ -375,6 +375,14 @@ class JobStore:
         return int(lag), pending
 
 
+class Usage(msgspec.Struct, frozen=True):
+    """What a recognised job used: counted once, by the script that ends it."""
+
+    engine: str = ""  # the engine that read its pages ("local", "vllm", …)
+    engine_ms: int = 0  # time spent in the engine
+    bytes_out: int = 0  # the result's JSON
+
+
 class Outcome(msgspec.Struct, frozen=True):
     """A terminal outcome for FINISH: status plus the JSON for the result or error field."""
 
@@ -382,16 +390,17 @@ class Outcome(msgspec.Struct, frozen=True):
     field: Field
     value: bytes
     pages_done: int = 0
+    usage: Usage | None = None  # what the job used, counted in the tenant's usage
 
     @classmethod
-    def done(cls, result_json: bytes, pages_done: int) -> Outcome:
+    def done(cls, result_json: bytes, pages_done: int, usage: Usage | None = None) -> Outcome:
         """A successful job."""
-        return cls(Status.DONE, Field.RESULT, result_json, pages_done)
+        return cls(Status.DONE, Field.RESULT, result_json, pages_done, usage)
 
     @classmethod
-    def stored(cls, prefix: str, pages_done: int) -> Outcome:
+    def stored(cls, prefix: str, pages_done: int, usage: Usage | None = None) -> Outcome:
         """A successful job whose result is in the object store, under ``prefix``."""
-        return cls(Status.DONE, Field.RESULT_REF, prefix.encode(), pages_done)
+        return cls(Status.DONE, Field.RESULT_REF, prefix.encode(), pages_done, usage)
 
     @classmethod
     def failed(cls, error: OcrqError, pages_done: int = 0) -> Outcome:
