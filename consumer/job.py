@@ -106,7 +106,8 @@ class JobRunner:
                 done = await beat.watch(self._recognise(entry, tally, ending))
             result = done.result
             result_json = msgspec.json.encode(result)
-            usage = Usage(result.engine.name, result.timings.infer_ms, len(result_json))
+            engine = result.engine.name if result.engine else ""
+            usage = Usage(engine, result.timings.infer_ms, len(result_json))
             if done.stored_at:
                 outcome = Outcome.stored(done.stored_at, result.page_count, usage)
             else:

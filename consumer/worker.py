@@ -132,7 +132,13 @@ class Worker:
             started += await self._dispatch(self.held.pop(0))
         return started
 
-    async def _dispatch(self, entry: LaneEntry) -> int:
+    async def _dispatch(self, held: LaneEntry) -> int:
+        entry = await self.store.fair.take(held, self.me)  # a ticket: which job it runs
+        if entry is None:  # no job waits for it (acked), or it is no longer ours
+            return 0
+        if entry.ticket:  # only ended jobs so far (each call drops some): try again
+            self.held.append(entry)
+            return 0
         if not entry.job_id:  # an entry that names no job: drop it rather than redeliver it
             await self.lanes.drop(entry.stream, entry.entry_id)
             return 0
@@ -290,14 +296,13 @@ class Worker:
         """Entries pending to this very consumer that no task runs (an outage, a restart)."""
         running = {e.entry_id for e in self.tasks.values()} | {e.entry_id for e in self.held}
         out: list[LaneEntry] = []
-        for lane, stream in self.store.keys.lane_streams():
+        for _, stream in self.store.keys.lane_streams():
             pending = await self.lanes.own_pending(
                 stream, self.me, 10 * self.settings.worker.max_jobs
             )
             for entry_id, delivered in pending:
                 if entry_id not in running:
-                    job_id, batch = await self.lanes.entry_job(stream, entry_id)
-                    out.append(LaneEntry(stream, entry_id, lane, job_id, batch, delivered))
+                    out.append(await self.lanes.entry(stream, entry_id, delivered))
         if out:
             log.warning("resumed_own_entries", count=len(out), jobs=[e.job_id for e in out])
         return out

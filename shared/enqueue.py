@@ -4,7 +4,8 @@ A document (up to 10 MB) passed to a Lua script is copied into and through Lua; 
 writes in MULTI/EXEC go straight to the hash (measured in BENCHMARKS.md). So the checks
 (the Idempotency-Key, the tenant's and the lane's backlogs) are plain reads, and the job
 hash, its stream entry, the idempotency key, the tenant index, the tenant's active set and
-the batch's counters are one transaction:
+the batch's counters and, with fair share, the job's place in its tenant's queue
+(shared/fair.py) are one transaction:
 nothing can see a stream entry without its job, and a producer that dies between the reads
 and EXEC has written nothing. The Idempotency-Key is WATCHed, as arq does: two uploads with
 one key race to EXEC; the loser's transaction is void and it answers with the winner's job.
@@ -21,7 +22,9 @@ from redis.exceptions import ExecAbortError, OutOfMemoryError, ResponseError, Wa
 
 from ocrq.shared.connect import REDIS_DOWN
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.fair import queue_item
 from ocrq.shared.keys import Keys, tag_of
+from ocrq.shared.lanes import ENTRY_TICKET
 from ocrq.shared.nodes import NodeClients, is_moved
 from ocrq.shared.record import ENTRY_BATCH, ENTRY_JOB_ID, Field, text
 from ocrq.shared.replicas import confirm_replicated
@@ -44,8 +47,10 @@ class NewJob:
         batch: str,
         *,
         given_id: bool = False,
+        weight: float = 1.0,
     ) -> None:
         self.keys, self.job_id, self.lane, self.batch = keys, job_id, lane, batch
+        self.weight = weight  # the tenant's fair-share weight (OCRQ_QUOTAS)
         # True: the id came from the client (an upload's): a job of that id may exist.
         self.given_id = given_id
         self.fields = fields
@@ -56,6 +61,8 @@ class NewJob:
         self.index = keys.tenant_jobs(self.tenant, self.tag)
         self.active = keys.tenant_active(self.tenant, self.tag)
         self.created = int(fields.get(Field.CREATED_AT) or 0)
+        self.fair_queue = keys.fair_queue(lane, self.tag, self.tenant)
+        self.fair_tenants = keys.fair_tenants(lane, self.tag)
 
     def idem_key(self, idem: str | None) -> str | None:
         """The Idempotency-Key's Redis key, in the job's partition (None without one)."""
@@ -69,11 +76,13 @@ class NewJob:
         sets = [self.keys.tenant_active(self.tenant, tag) for tag in self.keys.tags]
         return sets if self.active in sets else [*sets, self.active]
 
-    def entry(self) -> dict[str, str]:
-        """The stream entry: the job id, and its batch when it has one."""
+    def entry(self, ticket: bool) -> dict[str, str]:
+        """The stream entry: the job id, its batch when it has one, the fair-share mark."""
         fields = {ENTRY_JOB_ID: self.job_id}
         if self.batch:
             fields[ENTRY_BATCH] = self.batch
+        if ticket:
+            fields[ENTRY_TICKET] = "1"
         return fields
 
 
@@ -216,7 +225,11 @@ def _write(pipe: Any, settings: Settings, new: NewJob, idem: str | None) -> None
     # The group must exist at id 0 before the first entry, or KEDA reads a missing lag;
     # BUSYGROUP (it exists) is the usual answer and is ignored.
     pipe.xgroup_create(new.stream, new.keys.group, id="0", mkstream=True)
-    pipe.xadd(new.stream, new.entry())
+    fair = settings.tenancy.fair_share
+    pipe.xadd(new.stream, new.entry(fair))
+    if fair:  # the ticket's job waits in its tenant's queue (shared/fair.py)
+        pipe.rpush(new.fair_queue, queue_item(new.job_id, new.batch, new.weight))
+        pipe.zadd(new.fair_tenants, {new.tenant: 0}, nx=True)
     if idem:
         pipe.set(idem, new.job_id, ex=settings.api.idempotency_ttl_s)
     pipe.zadd(new.index, {new.job_id: new.created})

@@ -34,6 +34,9 @@ SCRIPT_NAMES = (
     "webhook_state",
     "save_files",
     "lease",
+    "take",
+    "quota_admit",
+    "quota_release",
 )
 _NEEDS = re.compile(r"^-- Needs: (.*)$", re.MULTILINE)
 
@@ -119,7 +122,11 @@ class Keys:
 
     def job(self, job_id: str) -> str:
         """The job hash."""
-        return f"{self._in(tag_of(job_id))}job:{job_id}"
+        return f"{self.job_prefix(tag_of(job_id))}{job_id}"
+
+    def job_prefix(self, tag: str) -> str:
+        """The partition's job hashes' keys, less the id (take.lua builds them)."""
+        return f"{self._in(tag)}job:"
 
     def job_pages(self, job_id: str) -> str:
         """The job's finished pages as they come: page number → Page JSON (a hash)."""
@@ -201,6 +208,10 @@ class Keys:
     def fair_taken(self, lane: str, tag: str) -> str:
         """Stream entry → the job it was given ("<job> <batch>"), while the entry is pending."""
         return f"{self._in(tag)}fair:{lane}:taken"
+
+    def fair_clock(self, lane: str, tag: str) -> str:
+        """The lane's virtual time: the virtual start of the tenant served last."""
+        return f"{self._in(tag)}fair:{lane}:clock"
 
     # Quotas (shared/quota_store.py): every counter of a tenant in the tenant's own slot, so
     # one script checks and counts them together on a cluster.

@@ -14,6 +14,8 @@ import redis.asyncio as aioredis
 from ocrq.shared.keys import Keys
 from ocrq.shared.record import ENTRY_BATCH, ENTRY_JOB_ID, text
 
+ENTRY_TICKET = "fair"  # the field marking a fair-share ticket ("1"): shared/fair.py
+
 
 class LaneEntry(msgspec.Struct, frozen=True):
     """One entry of a lane's stream, handed to this worker."""
@@ -24,6 +26,9 @@ class LaneEntry(msgspec.Struct, frozen=True):
     job_id: str  # "" for an entry that names no job (dropped, never redelivered)
     batch: str = ""  # the job's batch, from the entry ("" for none)
     deliveries: int = 1  # times the group has handed it out (XPENDING), reclaims included
+    # A fair-share ticket (shared/fair.py): job_id is the job that wrote it, not yet the one
+    # it runs; FairTickets.take says which.
+    ticket: bool = False
 
 
 def lane_entries(reply: Any) -> list[LaneEntry]:
@@ -36,7 +41,8 @@ def lane_entries(reply: Any) -> list[LaneEntry]:
             fields = fields or {}
             job_id = text(fields.get(ENTRY_JOB_ID.encode(), b""))
             batch = text(fields.get(ENTRY_BATCH.encode(), b""))
-            out.append(LaneEntry(name, text(entry_id), lane, job_id, batch))
+            ticket = fields.get(ENTRY_TICKET.encode()) == b"1"
+            out.append(LaneEntry(name, text(entry_id), lane, job_id, batch, ticket=ticket))
     return out
 
 
@@ -84,12 +90,14 @@ class JobLanes:
         )
         return [(text(row["message_id"]), int(row["times_delivered"])) for row in rows]
 
-    async def entry_job(self, stream: str, entry_id: str) -> tuple[str, str]:
-        """(job id, batch id) a stream entry names; "" for what it lacks or when it is gone."""
+    async def entry(self, stream: str, entry_id: str, deliveries: int) -> LaneEntry:
+        """A pending entry read again by id; one that is gone names no job (it is dropped)."""
         rows = await self.redis.xrange(stream, min=entry_id, max=entry_id, count=1)
-        fields = (rows[0][1] if rows else None) or {}
-        job = fields.get(ENTRY_JOB_ID.encode(), b"")
-        return text(job), text(fields.get(ENTRY_BATCH.encode(), b""))
+        if not rows:
+            lane = stream.rsplit(":", 1)[-1]
+            return LaneEntry(stream, entry_id, lane, "", deliveries=deliveries)
+        (entry,) = lane_entries([(stream.encode(), rows)])
+        return msgspec.structs.replace(entry, deliveries=deliveries)
 
     async def drop(self, stream: str, entry_id: str) -> None:
         """ACK and delete an entry that names no job (not ours to keep redelivering)."""

@@ -98,9 +98,7 @@ def _quota(tenant: str, row: Any, base: Quota) -> Quota:
     if not isinstance(row, dict):
         raise ValueError(f"OCRQ_QUOTAS: the limits of {tenant!r} must be a mapping")
     try:
-        quota = msgspec.convert(
-            {**msgspec.structs.asdict(base), **row}, Quota, strict=False
-        )
+        quota = msgspec.convert({**msgspec.structs.asdict(base), **row}, Quota, strict=False)
     except msgspec.ValidationError as e:
         raise ValueError(f"OCRQ_QUOTAS: tenant {tenant!r}: {e}") from e
     if any(getattr(quota, name) < 0 for name in LIMITS) or not 0 < quota.weight <= 1000:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
 import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
@@ -14,11 +15,15 @@ from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 from ocrq.shared.connect import REDIS_DOWN, make_redis
 from ocrq.shared.enqueue import NewJob
 from ocrq.shared.enqueue import enqueue as write_new_job
-from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.errors import ErrorCode
 from ocrq.shared.event_channel import EventChannel
+from ocrq.shared.fair import FairTickets, charge
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script, tag_of
 from ocrq.shared.lanes import JobLanes
 from ocrq.shared.nodes import NodeClients
+from ocrq.shared.outcome import Outcome, Usage
+from ocrq.shared.page_count import document_pages
+from ocrq.shared.quota_store import QuotaStore, utc_day
 from ocrq.shared.record import (
     POLL_FIELDS,
     Field,
@@ -27,7 +32,6 @@ from ocrq.shared.record import (
     error_json,
     text,
 )
-from ocrq.shared.schemas import Status
 from ocrq.shared.settings import Settings
 from ocrq.shared.webhook_queue import WebhookQueue
 
@@ -37,6 +41,7 @@ __all__ = [
     "STORE_ERRORS",
     "JobStore",
     "Outcome",
+    "Usage",
     "is_missing_group",
     "make_redis",
     "now_ms",
@@ -44,6 +49,14 @@ __all__ = [
 # Any failure of a store call: Redis down (REDIS_DOWN) or a command it refused. Callers
 # outside shared/ catch these, never redis-py's own types.
 STORE_ERRORS: tuple[type[Exception], ...] = (RedisError, OSError)
+
+
+async def upload_pages(fields: Mapping[str, Any]) -> int:
+    """The pages of a new job's document, for its quotas (a PDF is read off the loop)."""
+    payload = fields.get(Field.PAYLOAD)
+    media = text(fields.get(Field.MEDIA_TYPE, ""))
+    data = payload if isinstance(payload, bytes | bytearray | memoryview) else None
+    return await asyncio.to_thread(document_pages, media, bytes(data) if data else None)
 
 
 def is_missing_group(error: Exception) -> bool:
@@ -73,6 +86,8 @@ class JobStore:
         self.lanes = JobLanes(redis, self.keys)
         self.webhook_queue = WebhookQueue(redis, self.keys)
         self.event_channel = EventChannel(redis, self.keys.events)
+        self.fair = FairTickets(redis, self.keys)
+        self.quotas = QuotaStore(redis, self.keys, settings.tenancy.quota_table)
         # Registered once: redis-py sends EVALSHA and loads the script again after a flush.
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(load_script(name)) for name in SCRIPT_NAMES
@@ -123,8 +138,20 @@ class JobStore:
         replayed Idempotency-Key gives (False, the first job). ``given_id``: the id is not a
         fresh one (an upload's), so a job of that id is refused (409), never overwritten.
         """
-        new = NewJob(self.keys, job_id, lane, fields, batch, given_id=given_id)
-        return await write_new_job(self.nodes, self.settings, new, idem)
+        weight = self.quotas.table.of(text(fields.get(Field.TENANT, ""))).weight
+        new = NewJob(self.keys, job_id, lane, fields, batch, given_id=given_id, weight=weight)
+        if not self.quotas.counts_jobs(new.tenant):
+            return await write_new_job(self.nodes, self.settings, new, idem)
+        await self.quotas.admit(new.tenant, job_id, await upload_pages(fields))
+        try:
+            created, named = await write_new_job(self.nodes, self.settings, new, idem)
+        except BaseException:
+            with contextlib.suppress(*STORE_ERRORS):  # else found ended at the limit
+                await self.quotas.release(new.tenant, job_id, refund=True)
+            raise
+        if not created:  # a replay: the first upload's job is the one counted
+            await self.quotas.release(new.tenant, job_id, refund=True)
+        return created, named
 
     async def take_lease(self, name: str, me: str, seconds: float) -> bool:
         """Hold the named lease for ``seconds`` unless another process holds it."""
@@ -170,13 +197,18 @@ class JobStore:
             self.keys.events,
             job_id,
             "delete" if delete else "cancel",
+            self.usage_ttl_s,
         ]
         # A job's batch never changes: reading it first leaves no race with the script.
         batch = text(await self.redis.hget(self.keys.job(job_id), Field.BATCH) or b"")
         index = self.keys.tenant_jobs(tenant, tag_of(job_id))
         keys = [self.keys.job(job_id), index, *self._ends(job_id, batch, tenant)]
         keys += [self.keys.job_pages(job_id), self.keys.job_files(job_id)]
-        return text(await self._run("cancel", keys, argv))
+        keys.append(self._usage(tenant, job_id))
+        reply = text(await self._run("cancel", keys, argv))
+        if reply in ("cancelled", "deleted"):
+            await self.quotas.release(tenant, job_id)
+        return reply
 
     def _ends(self, job_id: str, batch: str, tenant: str) -> list[str]:
         """The keys a job's end touches besides the job: its batch, its list, the webhooks,
@@ -187,6 +219,15 @@ class JobStore:
         if not batch:
             return [*self.keys.no_batch(tag), hooks, active]
         return [self.keys.batch(batch), self.keys.batch_jobs(batch), hooks, active]
+
+    def _usage(self, tenant: str, job_id: str) -> str:
+        """The tenant's usage of today in the job's partition."""
+        return self.keys.usage(tenant, utc_day(now_ms()), tag_of(job_id))
+
+    @property
+    def usage_ttl_s(self) -> int:
+        """How long a day's usage is kept (OCRQ_USAGE_RETENTION_DAYS)."""
+        return self.settings.tenancy.usage_retention_days * 86_400
 
     def result_ttl(self, tenant: str) -> int:
         """How long the tenant's ended jobs are kept (OCRQ_RESULT_TTLS, else OCRQ_RESULT_TTL_S)."""
@@ -235,7 +276,8 @@ class JobStore:
 
     async def claim(self, job_id: str, lane: str, entry: str, me: str) -> str:
         """queued → processing for this worker: 'ok', 'skip:<status>' or 'missing'."""
-        keys = [self.keys.job(job_id), self._stream(job_id, lane)]
+        tag = tag_of(job_id)
+        keys = [self.keys.job(job_id), self._stream(job_id, lane), self.keys.fair_taken(lane, tag)]
         argv: list[ScriptArg] = [me, entry, self.keys.group, now_ms()]
         return text(await self._run("claim", keys, argv))
 
@@ -286,6 +328,10 @@ class JobStore:
         ends = self._ends(job_id, batch, tenant)
         keys = [self.keys.job(job_id), self._stream(job_id, lane), *ends]
         keys += [self.keys.job_pages(job_id), self.keys.job_files(job_id)]
+        tag, usage = tag_of(job_id), outcome.usage or Usage()
+        keys += [self.keys.fair_taken(lane, tag), self.keys.fair_tenants(lane, tag)]
+        keys.append(self._usage(tenant, job_id))
+        weight = self.quotas.table.of(tenant).weight
         argv: list[ScriptArg] = [
             me,
             entry,
@@ -298,8 +344,17 @@ class JobStore:
             self.keys.events,
             job_id,
             outcome.pages_done,
+            tenant,
+            charge(outcome.pages_done, weight),
+            usage.engine,
+            usage.engine_ms,
+            usage.bytes_out,
+            self.usage_ttl_s,
         ]
-        return text(await self._run("finish", keys, argv)) == "ok"
+        ended = text(await self._run("finish", keys, argv)) == "ok"
+        if ended:
+            await self.quotas.release(tenant, job_id)
+        return ended
 
     async def touch(self, job_id: str, lane: str, entry: str, me: str) -> bool:
         """Reset the entry's idle time while this worker still owns it."""
@@ -322,6 +377,7 @@ class JobStore:
         keys = [self.keys.job(job_id), self.keys.stream(lane, tag), self.keys.dead(tag)]
         tenant = await self._tenant(job_id)
         keys += self._ends(job_id, batch, tenant)
+        keys += [self.keys.fair_taken(lane, tag), self._usage(tenant, job_id)]
         argv: list[ScriptArg] = [
             me,
             entry,
@@ -333,8 +389,12 @@ class JobStore:
             job_id,
             lane,
             deliveries,
+            self.usage_ttl_s,
         ]
-        return text(await self._run("poison", keys, argv)) == "ok"
+        poisoned = text(await self._run("poison", keys, argv)) == "ok"
+        if poisoned:
+            await self.quotas.release(tenant, job_id)
+        return poisoned
 
     async def prune_consumers(self, stream: str, me: str, min_idle_s: float) -> int:
         """Remove the group's consumers on a stream that own nothing, unseen for min_idle_s."""
@@ -373,36 +433,3 @@ class JobStore:
         if lag is None:
             lag = max(0, int(await self.redis.xlen(stream)) - pending)
         return int(lag), pending
-
-
-class Usage(msgspec.Struct, frozen=True):
-    """What a recognised job used: counted once, by the script that ends it."""
-
-    engine: str = ""  # the engine that read its pages ("local", "vllm", …)
-    engine_ms: int = 0  # time spent in the engine
-    bytes_out: int = 0  # the result's JSON
-
-
-class Outcome(msgspec.Struct, frozen=True):
-    """A terminal outcome for FINISH: status plus the JSON for the result or error field."""
-
-    status: Status
-    field: Field
-    value: bytes
-    pages_done: int = 0
-    usage: Usage | None = None  # what the job used, counted in the tenant's usage
-
-    @classmethod
-    def done(cls, result_json: bytes, pages_done: int, usage: Usage | None = None) -> Outcome:
-        """A successful job."""
-        return cls(Status.DONE, Field.RESULT, result_json, pages_done, usage)
-
-    @classmethod
-    def stored(cls, prefix: str, pages_done: int, usage: Usage | None = None) -> Outcome:
-        """A successful job whose result is in the object store, under ``prefix``."""
-        return cls(Status.DONE, Field.RESULT_REF, prefix.encode(), pages_done, usage)
-
-    @classmethod
-    def failed(cls, error: OcrqError, pages_done: int = 0) -> Outcome:
-        """A failed job with its catalogue code."""
-        return cls(Status.FAILED, Field.ERROR, error_json(error.code, error.message), pages_done)

@@ -56,25 +56,35 @@ KEY_ROLES: dict[str, frozenset[Role]] = {
     "replicated": PRODUCER,  # the WAIT tick (OCRQ_REDIS_WAIT_REPLICAS)
     "dead": WORKER,  # poisoned jobs
     "lease": WORKER,  # the object-store sweeper's lease (one worker of the stack sweeps)
+    "fair_tenants": BOTH,  # a new job's tenant joins it; take.lua and finish.lua score it
+    "fair_queue": BOTH,  # a new job joins its tenant's queue, take.lua pops it
+    "fair_taken": WORKER,  # the job each ticket was given
+    "fair_clock": WORKER,
+    "quota": BOTH,  # the producer admits jobs and counts requests; the job's end releases it
+    "usage": BOTH,  # the ending scripts count (cancel is the producer's); GET /v1/usage reads
+    "audit": PRODUCER,  # the producer appends and serves the audit trail
 }
 # Keys methods that name no kind of their own (lists of keys above, or no key at all).
-NOT_KEY_KINDS = frozenset({"pick_tag", "streams", "lane_streams"})
+NOT_KEY_KINDS = frozenset({"pick_tag", "streams", "lane_streams", "job_prefix"})
 
 # The scripts each role runs (a script's "Caller:" header says the same; a test checks).
-SCRIPT_ROLES: dict[str, Role] = {
-    "cancel": "producer",
-    "batch_open": "producer",
-    "batch_seal": "producer",
-    "claim": "worker",
-    "progress": "worker",
-    "finish": "worker",
-    "touch": "worker",
-    "release": "worker",
-    "poison": "worker",
-    "prune": "worker",
-    "webhook_state": "worker",
-    "save_files": "worker",
-    "lease": "worker",
+SCRIPT_ROLES: dict[str, frozenset[Role]] = {
+    "cancel": PRODUCER,
+    "batch_open": PRODUCER,
+    "batch_seal": PRODUCER,
+    "claim": WORKER,
+    "progress": WORKER,
+    "finish": WORKER,
+    "touch": WORKER,
+    "release": WORKER,
+    "poison": WORKER,
+    "prune": WORKER,
+    "webhook_state": WORKER,
+    "save_files": WORKER,
+    "lease": WORKER,
+    "take": WORKER,
+    "quota_admit": PRODUCER,
+    "quota_release": BOTH,  # the end of a job: the worker's finish, the producer's cancel
 }
 
 # Both roles: health checks and pub/sub keep-alives, and the scripts (redis-py sends
@@ -101,6 +111,10 @@ PRODUCER_COMMANDS = (
     "hincrby",
     "rpush",
     "zrange",  # a tenant at OCRQ_MAX_TENANT_BACKLOG: its oldest active jobs are checked
+    "incr",  # shared/quota_store.py: a tenant's requests this minute
+    "hscan",  # shared/quota_store.py: a tenant's jobs in flight, when at its limit
+    "xrevrange",  # producer/audit.py: the audit trail, newest first
+    "xrange",
     "wait",  # shared/replicas.py
     # shared/store.py: polls, the tenant's job list, /readyz and /metrics
     "hmget",
@@ -258,7 +272,7 @@ def role_commands(settings: Settings, role: Role) -> list[str]:
     """Every command the role may run, sorted."""
     commands = set(COMMON_COMMANDS) | set(PYTHON_COMMANDS[role])
     for name in SCRIPT_NAMES:
-        if _given(SCRIPT_ROLES, name, "script", "SCRIPT_ROLES") == role:
+        if role in _given(SCRIPT_ROLES, name, "script", "SCRIPT_ROLES"):
             commands |= script_commands(name)
     if redis_mode(settings) == "cluster":
         commands |= set(CLUSTER_COMMANDS)

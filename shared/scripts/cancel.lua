@@ -5,11 +5,13 @@
 -- next heartbeat and stops.
 -- KEYS: job, tenant_jobs, batch, batch_jobs (keys that never exist when none), webhooks,
 --       tenant_active (the tenant's active set in the job's partition), pages, files (the
---       job's finished pages and files)
--- ARGV: tenant, error_json, finished_at, ttl_s, channel, id, mode ('cancel' | 'delete')
+--       job's finished pages and files), usage (the tenant's usage of the day in the job's
+--       partition)
+-- ARGV: tenant, error_json, finished_at, ttl_s, channel, id, mode ('cancel' | 'delete'),
+--       usage_ttl_s
 -- Reply: 'cancelled' | 'deleted' | 'missing' | '<status>' (cancel of a job that had ended)
 -- Memory-freeing writes first (HDEL, EXPIRE), so a cancel works when Redis is full.
--- Needs: event, close_batch, ended
+-- Needs: event, close_batch, ended, usage
 local job, index = KEYS[1], KEYS[2]
 local v = redis.call('HMGET', job, 'status', 'tenant')
 if not v[1] or v[2] ~= ARGV[1] then return 'missing' end
@@ -23,6 +25,8 @@ if active then
   event(ARGV[5], ARGV[6], 'cancelled', 0)
   ended(job, ARGV[6], 'cancelled', KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], ARGV[3],
     tonumber(ARGV[4]))
+  usage(KEYS[9], tonumber(ARGV[8]), job, 'cancelled',
+    tonumber(redis.call('HGET', job, 'pages_done') or '0'), '', 0, 0)
 end
 if ARGV[7] == 'cancel' then
   if active then return 'cancelled' end

@@ -154,7 +154,7 @@ async def jobs_life(producer: JobStore, worker: JobStore) -> None:
     )
     assert await worker.status(job) == "processing"
     assert (await worker.lanes.own_pending(stream, me, 10))[0][0] == entry
-    assert (await worker.lanes.entry_job(stream, entry))[0] == job
+    assert (await worker.lanes.entry(stream, entry, 1)).job_id == job
     assert await worker.release(job, "interactive", entry, me)
     _, reclaimed, *_ = await worker.redis.xautoclaim(stream, "workers", me, 0)
     assert reclaimed[0][0].decode() == entry

@@ -54,7 +54,7 @@ async def test_a_producer_that_dies_between_the_checks_and_exec_writes_nothing(
         await pipe.get("ocrq:{p0}:idem:t:k")
         pipe.multi()
         pipe.hset(new.job, mapping={"status": "queued"})
-        pipe.xadd(new.stream, new.entry())
+        pipe.xadd(new.stream, new.entry(False))
         await pipe.reset()  # the connection goes away before EXEC
     assert await store.redis.exists(new.job) == 0
     assert await store.redis.xlen(new.stream) == 0

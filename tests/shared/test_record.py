@@ -9,6 +9,7 @@ from support.lua_calls import read_script
 from ocrq.shared.enqueue import NewJob
 from ocrq.shared.errors import ErrorCode
 from ocrq.shared.keys import SCRIPT_NAMES, Keys, load_script
+from ocrq.shared.lanes import ENTRY_TICKET
 from ocrq.shared.record import (
     DEAD_ENTRY_FIELDS,
     ENTRY_BATCH,
@@ -39,8 +40,9 @@ def test_stream_entries_carry_the_declared_fields() -> None:
     keys = Keys("ocrq:")
     alone = NewJob(keys, "j1", "interactive", {Field.TENANT: "t"}, batch="")
     in_batch = NewJob(keys, "j2", "batch", {Field.TENANT: "t"}, batch="b1")
-    assert alone.entry() == {ENTRY_JOB_ID: "j1"}
-    assert in_batch.entry() == {ENTRY_JOB_ID: "j2", ENTRY_BATCH: "b1"}
+    assert alone.entry(False) == {ENTRY_JOB_ID: "j1"}
+    assert in_batch.entry(False) == {ENTRY_JOB_ID: "j2", ENTRY_BATCH: "b1"}
+    assert alone.entry(True) == {ENTRY_JOB_ID: "j1", ENTRY_TICKET: "1"}
     poison = read_script(load_script("poison")).entry_fields
     assert poison == {"dead": set(DEAD_ENTRY_FIELDS), "hooks": set(HOOK_FIELDS)}
 

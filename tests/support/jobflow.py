@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import msgspec
-import redis.asyncio as aioredis
 
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import EngineInfo, Page, Result
@@ -13,13 +12,13 @@ ME = "test-worker"
 
 
 async def take(store: JobStore, lane: str = "interactive") -> tuple[str, str]:
-    """XREADGROUP one entry and claim its job; (job_id, entry)."""
-    redis: aioredis.Redis = store.redis
-    reply = await redis.xreadgroup("workers", ME, {store.keys.stream(lane): ">"}, count=1)
-    entry_id, fields = reply[0][1][0]
-    job_id, entry = fields[b"id"].decode(), entry_id.decode()
-    assert await store.claim(job_id, lane, entry, ME) == "ok"
-    return job_id, entry
+    """Read one entry, take the job it runs (a fair-share ticket's) and claim it;
+    (job_id, entry)."""
+    (read,) = await store.lanes.read_new(store.keys.stream(lane), ME, 1)
+    given = await store.fair.take(read, ME)
+    assert given is not None and not given.ticket
+    assert await store.claim(given.job_id, lane, given.entry_id, ME) == "ok"
+    return given.job_id, given.entry_id
 
 
 def result_for(job_id: str, markdown: str) -> Result:
