@@ -26,6 +26,7 @@ from ocrq.shared.schemas import ACTIVE
 BUSY_RETRY_S = 5  # Retry-After of a tenant at its jobs or pages in flight
 DAY_TTL_S = 2 * 86_400
 FORGET_SAMPLE = 64  # jobs in flight looked at when a tenant is at its limit
+UNWRITTEN_GRACE_S = 60  # an admitted job's upload has this long to be written
 
 
 def utc_day(epoch_ms: int) -> str:
@@ -69,7 +70,7 @@ class QuotaStore:
     async def _try_admit(self, tenant: str, job_id: str, pages: int, quota: Quota) -> list[str]:
         """[] when counted, else ['over', limit name, limit, current]."""
         limits = [quota.concurrent_jobs, quota.pages_in_flight, quota.pages_per_day]
-        argv: list[Any] = [job_id, pages, *limits, DAY_TTL_S]
+        argv: list[Any] = [job_id, pages, *limits, DAY_TTL_S, int(time.time() * 1000)]
         reply = await self._admit(keys=self._keys(tenant, time.time()), args=argv)
         return [] if text(reply[0]) == "ok" else [text(part) for part in reply]
 
@@ -82,13 +83,16 @@ class QuotaStore:
         """Release the tenant's counted jobs that have ended or vanished; how many."""
         inflight = self.keys.quota(tenant, "inflight")
         _, rows = await self.redis.hscan(inflight, 0, count=FORGET_SAMPLE)
-        counted = [text(job_id) for job_id in rows]
-        statuses = [await self.redis.hget(self.keys.job(j), Field.STATUS) for j in counted]
-        ended = [
-            job_id
-            for job_id, status in zip(counted, statuses, strict=True)
-            if status is None or text(status) not in ACTIVE
-        ]
+        assert isinstance(rows, dict)  # field → value (no_values is off)
+        written_by = int((time.time() - UNWRITTEN_GRACE_S) * 1000)
+        ended = []
+        for raw_id, value in rows.items():
+            job_id, admitted = text(raw_id), int(text(value).split(" ")[-1])
+            status = await self.redis.hget(self.keys.job(job_id), Field.STATUS)
+            # A job admitted a moment ago may not be written yet: missing is not ended.
+            missing = status is None and admitted < written_by
+            if missing or (status is not None and text(status) not in ACTIVE):
+                ended.append(job_id)
         return sum([await self.release(tenant, job_id) for job_id in ended])
 
     async def tick(self, tenant: str) -> None:

@@ -142,6 +142,8 @@ class JobStore:
         new = NewJob(self.keys, job_id, lane, fields, batch, given_id=given_id, weight=weight)
         if not self.quotas.counts_jobs(new.tenant):
             return await write_new_job(self.nodes, self.settings, new, idem)
+        if prior := await self._replayed(new, idem):  # a replay is its first upload's job
+            return False, prior
         await self.quotas.admit(new.tenant, job_id, await upload_pages(fields))
         try:
             created, named = await write_new_job(self.nodes, self.settings, new, idem)
@@ -152,6 +154,14 @@ class JobStore:
         if not created:  # a replay: the first upload's job is the one counted
             await self.quotas.release(new.tenant, job_id, refund=True)
         return created, named
+
+    async def _replayed(self, new: NewJob, idem: str | None) -> str | None:
+        """The live job an Idempotency-Key already names (the write checks again)."""
+        key = new.idem_key(idem)
+        prior = await self.redis.get(key) if key else None
+        if prior is None or not await self.redis.exists(self.keys.job(text(prior))):
+            return None
+        return text(prior)
 
     async def take_lease(self, name: str, me: str, seconds: float) -> bool:
         """Hold the named lease for ``seconds`` unless another process holds it."""

@@ -1,10 +1,10 @@
 -- quota_admit: count a new job against its tenant's quotas, or say which one it would pass.
 -- Caller: the producer, before it writes the job (a job it then fails to write is released).
 -- Check and count in one step: no burst of uploads gets past a limit, not even by one.
--- KEYS: inflight (HASH job → pages, the tenant's jobs waiting or running), inflight_pages,
+-- KEYS: inflight (HASH job → "pages admitted_ms", the tenant's jobs waiting or running), inflight_pages,
 --       day (the tenant's pages accepted today)
 -- ARGV: job id, pages, max jobs, max pages in flight, max pages per day (0: no limit),
---       day_ttl_s
+--       day_ttl_s, now_ms (kept beside the pages: a job not yet written is not one that ended)
 -- Reply: {'ok'} | {'over', limit name, limit, current}
 -- Needs: (nothing)
 local inflight, flying_key, day = KEYS[1], KEYS[2], KEYS[3]
@@ -19,7 +19,7 @@ if max_pages > 0 and flying + pages > max_pages then
 end
 local used = tonumber(redis.call('GET', day) or '0')
 if max_day > 0 and used + pages > max_day then return {'over', 'pages_per_day', max_day, used} end
-redis.call('HSET', inflight, job, pages)
+redis.call('HSET', inflight, job, pages .. ' ' .. ARGV[7])
 redis.call('INCRBY', flying_key, pages)
 if max_day > 0 then
   redis.call('INCRBY', day, pages)

@@ -5,8 +5,9 @@
 -- ARGV: job id, refund ('1': the job was never written; its pages go back to the day)
 -- Reply: 1 when released, 0 when it was not counted
 -- Needs: (nothing)
-local pages = redis.call('HGET', KEYS[1], ARGV[1])
-if not pages then return 0 end
+local counted = redis.call('HGET', KEYS[1], ARGV[1])
+if not counted then return 0 end
+local pages = tonumber(string.match(counted, '^(%d+)'))
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('DECRBY', KEYS[2], pages)
 if ARGV[2] == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
