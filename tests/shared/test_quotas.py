@@ -20,6 +20,8 @@ from ocrq.shared.quotas import Quota, parse_quotas
 from ocrq.shared.settings import Settings, load_settings, replace_settings
 from ocrq.shared.store import JobStore, Outcome, make_redis
 
+# Also run on a Redis Cluster and behind Sentinel by CI (OCRQ_TEST_TOPOLOGY).
+pytestmark = pytest.mark.topology
 LANE = "interactive"
 
 
