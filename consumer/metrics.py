@@ -27,8 +27,10 @@ class WorkerMetrics:
     """Jobs by outcome, pages, stage latencies, window fill, engine errors, in-flight, and
     the object store's latency, bytes and errors."""
 
-    def __init__(self) -> None:
+    def __init__(self, tenants: frozenset[str] = frozenset()) -> None:
         r = self.registry = CollectorRegistry()
+        # A tenant label only for the tenants OCRQ_QUOTAS names: bounded cardinality.
+        self.tenants = tenants
         self.jobs = Counter("ocrq_jobs", "Jobs finished, by outcome", ["outcome"], registry=r)
         self.pages = Counter("ocrq_pages", "Pages recognised", registry=r)
         self.stage_seconds = Histogram(
@@ -67,7 +69,22 @@ class WorkerMetrics:
         self.blob_errors = Counter(
             "ocrq_blob_errors", "Object store calls that failed, by operation", ["op"], registry=r
         )
+        self.tenant_jobs = Counter(
+            "ocrq_tenant_jobs",
+            "Jobs ended, by tenant (OCRQ_QUOTAS' named ones, else other) and status",
+            ["tenant", "status"],
+            registry=r,
+        )
+        self.tenant_pages = Counter(
+            "ocrq_tenant_pages", "Pages of ended jobs, by tenant", ["tenant"], registry=r
+        )
         self.last_loop = time.monotonic()
+
+    def tenant_ended(self, tenant: str, status: str, pages: int) -> None:
+        """One job of the tenant ended (the store's on_end callback)."""
+        label = tenant if tenant in self.tenants else "other"
+        self.tenant_jobs.labels(label, status).inc()
+        self.tenant_pages.labels(label).inc(pages)
 
     def observe_blob(self, op: str, seconds: float, nbytes: int, ok: bool) -> None:
         """One object store call (open_blob_store's observe callback)."""

@@ -55,6 +55,7 @@ class Worker:
         disk = runner.documents.disk if runner.documents else None
         self.spool_root: Path | None = disk.parent if disk else None  # their disk spools
         self.lanes = store.lanes
+        store.on_end = metrics.tenant_ended  # ocrq_tenant_jobs / _pages, once per job
         self.tasks: dict[asyncio.Task[None], LaneEntry] = {}
         # Entries already pending to us that no task runs yet: read beyond the room,
         # or found again after an outage or a restart under the same name.

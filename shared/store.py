@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -88,6 +88,8 @@ class JobStore:
         self.event_channel = EventChannel(redis, self.keys.events)
         self.fair = FairTickets(redis, self.keys)
         self.quotas = QuotaStore(redis, self.keys, settings.tenancy.quota_table)
+        # Called with (tenant, status, pages) once a script has ended a job (worker metrics).
+        self.on_end: Callable[[str, str, int], None] | None = None
         # Registered once: redis-py sends EVALSHA and loads the script again after a flush.
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(load_script(name)) for name in SCRIPT_NAMES
@@ -217,7 +219,7 @@ class JobStore:
         keys.append(self._usage(tenant, job_id))
         reply = text(await self._run("cancel", keys, argv))
         if reply in ("cancelled", "deleted"):
-            await self.quotas.release(tenant, job_id)
+            await self._ended(tenant, job_id, "cancelled", 0)
         return reply
 
     def _ends(self, job_id: str, batch: str, tenant: str) -> list[str]:
@@ -229,6 +231,12 @@ class JobStore:
         if not batch:
             return [*self.keys.no_batch(tag), hooks, active]
         return [self.keys.batch(batch), self.keys.batch_jobs(batch), hooks, active]
+
+    async def _ended(self, tenant: str, job_id: str, status: str, pages: int) -> None:
+        """What follows a job's end outside its script: its quota place, the callback."""
+        await self.quotas.release(tenant, job_id)
+        if self.on_end is not None:
+            self.on_end(tenant, status, pages)
 
     def _usage(self, tenant: str, job_id: str) -> str:
         """The tenant's usage of today in the job's partition."""
@@ -363,7 +371,7 @@ class JobStore:
         ]
         ended = text(await self._run("finish", keys, argv)) == "ok"
         if ended:
-            await self.quotas.release(tenant, job_id)
+            await self._ended(tenant, job_id, outcome.status, outcome.pages_done)
         return ended
 
     async def touch(self, job_id: str, lane: str, entry: str, me: str) -> bool:
@@ -403,7 +411,7 @@ class JobStore:
         ]
         poisoned = text(await self._run("poison", keys, argv)) == "ok"
         if poisoned:
-            await self.quotas.release(tenant, job_id)
+            await self._ended(tenant, job_id, "failed", 0)
         return poisoned
 
     async def prune_consumers(self, stream: str, me: str, min_idle_s: float) -> int:

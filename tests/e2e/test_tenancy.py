@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from support.documents import garbage_pdf, text_png
+from support.processes import wait_until
 from support.stack import Stack, running_stack
 from support.topology import sync_client
 
@@ -113,7 +114,7 @@ def test_usage_counts_each_job_once_though_a_killed_worker_handed_it_over(
         time.sleep(0.1)
     doomed.signal(signal.SIGKILL)
     doomed.wait(10)
-    stack.start_worker()
+    rescuer = stack.start_worker(quotas="a:weight=1")  # a named tenant: its own label
     wait_done(stack, "a", job_id)
     bad = submit(stack, "a", garbage_pdf())
     deadline = time.monotonic() + 60
@@ -124,4 +125,13 @@ def test_usage_counts_each_job_once_though_a_killed_worker_handed_it_over(
     assert used["pages:vllm"] == 1 and used["engine_ms"] >= 2000 * 0.9
     assert used["bytes_in"] == len(image) + len(garbage_pdf()) and used["bytes_out"] > 0
     assert usage_today(stack.settings, "b") == {}
+    metrics = httpx.get(rescuer.metrics_url, timeout=10).text
+    assert 'ocrq_tenant_jobs_total{status="done",tenant="a"} 1.0' in metrics
+    assert 'ocrq_tenant_jobs_total{status="failed",tenant="a"} 1.0' in metrics
+    submit(stack, "b", image)
+    wait_until(
+        lambda: 'tenant="other"} 1.0' in httpx.get(rescuer.metrics_url, timeout=10).text,
+        30,
+        "tenant b's job never counted as other",
+    )
     stack.assert_clean()
