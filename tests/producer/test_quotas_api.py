@@ -71,3 +71,17 @@ def test_a_job_that_ends_lets_the_next_upload_in(make_client: Any, quotas: str) 
     assert_429(post(api, ACME), "concurrent_jobs")
     assert api.post(f"/v1/jobs/{first}/cancel", headers=ACME).status_code == 200
     assert post(api, ACME).status_code == 202
+
+
+def test_a_batch_refuses_only_its_documents_past_pages_per_day(make_client: Any) -> None:
+    api = make_client(api_keys=KEYS, quotas="acme:pages_per_day=5")
+    documents = [{"document": b64(text_pdf(pages=2)), "filename": f"{n}.pdf"} for n in range(4)]
+    r = api.post("/v1/batches", json={"documents": documents}, headers=ACME)
+    assert r.status_code == 202, r.text
+    assert [f["filename"] for f in r.json()["accepted"]] == ["0.pdf", "1.pdf"]
+    refused = r.json()["rejected"]
+    assert [(f["filename"], f["code"]) for f in refused] == [
+        ("2.pdf", "quota_exceeded"),
+        ("3.pdf", "quota_exceeded"),
+    ]
+    assert "pages_per_day" in refused[0]["message"]
