@@ -23,12 +23,14 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+import structlog
 
 from ocrq.shared.keys import Keys, load_script
 from ocrq.shared.lanes import ENTRY_TICKET, LaneEntry
 from ocrq.shared.record import text
 
 __all__ = ["ENTRY_TICKET", "FairTickets", "charge", "queue_item"]
+log = structlog.get_logger("ocrq.worker")
 NO_BATCH = "-"  # a queue item's batch when the job has none
 MOST_HEADS = 64  # ended jobs skipped in one call before the worker asks again
 MOST_CALLS = 16  # calls of one take before the ticket waits for a later turn
@@ -71,6 +73,7 @@ class FairTickets:
         argv.append(MOST_HEADS)
         for _ in range(MOST_CALLS):
             reply = [text(part) for part in await self._take(keys=keys, args=argv)]
+            reply = log_skipped(reply)
             if reply[0] != "busy":
                 return self._given(entry, reply)
         return entry
@@ -95,3 +98,13 @@ class FairTickets:
     def _queue_prefix(self, entry: LaneEntry) -> str:
         """The lane's tenant queues' key, less the tenant."""
         return self.keys.fair_queue(entry.lane, self._tag(entry), "")
+
+
+def log_skipped(reply: list[str]) -> list[str]:
+    """The reply less the jobs take.lua skipped, each logged as the claim path logs one."""
+    given = 2 if reply[0] in ("new", "again") else 1
+    for seen in reply[given:]:
+        job_id, status = seen.split(" ")
+        # The job's one line: no worker claims it, so none other is written.
+        log.info("job", job_id=job_id, outcome="skipped", reason=f"skip:{status}")
+    return reply[:given]

@@ -9,7 +9,8 @@
 --       clock (the virtual time: the start of the last tenant served)
 -- ARGV: me, entry, group, job key prefix, tenant queue prefix, most queue heads to look at
 -- Reply: {'new', 'job batch'} | {'again', 'job batch'} | {'none'} (no job waits: the ticket
---        is acked) | {'busy'} (only ended jobs seen so far: call again) | {'not-owner'}
+--        is acked) | {'busy'} (only ended jobs seen so far: call again) | {'not-owner'};
+--        after the first one or two, 'job status' of each job skipped (for the worker's log)
 -- Jobs are read by a key built from the prefix: the same slot as the stream ({tag}).
 -- The first write is LPOP or XACK (both only free), so it works when Redis is full.
 -- Needs: owns, ack
@@ -19,11 +20,17 @@ if not owns(stream, group, entry, me) then return {'not-owner'} end
 local given = redis.call('HGET', taken, entry)
 if given then return {'again', given} end
 local now = tonumber(redis.call('GET', clock) or '0')
+local skipped = {}
+local function reply(...)
+  local out = {...}
+  for _, seen in ipairs(skipped) do out[#out + 1] = seen end
+  return out
+end
 for _ = 1, tonumber(ARGV[6]) do
   local head = redis.call('ZRANGE', tenants, 0, 0, 'WITHSCORES')
   if #head == 0 then
     ack(stream, group, entry, taken)
-    return {'none'}
+    return reply('none')
   end
   local tenant, start = head[1], math.max(tonumber(head[2]), now)
   local queue = ARGV[5] .. tenant
@@ -31,7 +38,8 @@ for _ = 1, tonumber(ARGV[6]) do
   if redis.call('LLEN', queue) == 0 then redis.call('ZREM', tenants, tenant) end
   local job_id, batch, cost = string.match(item or '', '^(%S+) (%S+) (%S+)$')
   -- A job cancelled or deleted while it waited, or one a duplicated entry ran, is skipped.
-  if job_id and redis.call('HGET', ARGV[4] .. job_id, 'status') == 'queued' then
+  local status = job_id and (redis.call('HGET', ARGV[4] .. job_id, 'status') or 'gone')
+  if status == 'queued' then
     -- Increments, not writes: the worker's Redis user may not SET or ZADD (redis_acl.py).
     local score = redis.call('ZSCORE', tenants, tenant)
     if score then
@@ -42,7 +50,8 @@ for _ = 1, tonumber(ARGV[6]) do
     redis.call('HSET', taken, entry, job)
     -- Deliveries count this job's attempts, not the ticket's before it had one.
     redis.call('XCLAIM', stream, group, me, 0, entry, 'RETRYCOUNT', 1, 'JUSTID')
-    return {'new', job}
+    return reply('new', job)
   end
+  if job_id then skipped[#skipped + 1] = job_id .. ' ' .. status end
 end
-return {'busy'}
+return reply('busy')
