@@ -17,6 +17,7 @@ from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
+from ocrq.producer.audit import AUDIT_HANDLERS, audit_trail
 from ocrq.producer.auth import Authenticator, presented_key
 from ocrq.producer.batches.results import batch_results
 from ocrq.producer.batches.routes import BATCH_HANDLERS
@@ -36,6 +37,7 @@ from ocrq.producer.request_trace import trace_requests
 from ocrq.producer.runtime import Runtime
 from ocrq.producer.tokens import TokenVerifier, looks_like_jwt
 from ocrq.producer.ui import page_headers, ui_router
+from ocrq.producer.usage import USAGE_HANDLERS
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.blobs import BlobError
 from ocrq.shared.blobs.opening import open_blob_store
@@ -227,6 +229,8 @@ def create_app(settings: Settings | None = None) -> Litestar:
             *BATCH_HANDLERS,
             batch_results,
             *LIVE_HANDLERS,
+            *USAGE_HANDLERS,
+            *AUDIT_HANDLERS,
             swagger_assets(),
             ui_router(),
         ],
@@ -234,6 +238,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
         # Host and Origin are checked before any route reads a body or touches Redis.
         middleware=[
             access_log(access_level),
+            audit_trail(),  # inside the access log: its entries carry the request id
             page_headers,
             trace_requests(),
             host_guard(settings),

@@ -7,10 +7,12 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from ocrq.producer.tokens import TokenVerifier, looks_like_jwt
+from ocrq.producer.tokens import Identity, TokenVerifier, looks_like_jwt
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 OPEN_TENANT = "public"
+OPEN_SUBJECT = "open"  # the one caller of an open API
+KEY_ID_HEX = 12  # hex digits of a key's SHA-256 that name it in the audit trail
 
 
 def key_digest(key: str) -> bytes:
@@ -33,13 +35,19 @@ class Authenticator:
 
     def tenant(self, headers: Mapping[str, str]) -> str:
         """The caller's tenant from ``Authorization: Bearer`` or ``X-API-Key``; 401 otherwise."""
+        return self.identity(headers).tenant
+
+    def identity(self, headers: Mapping[str, str]) -> Identity:
+        """The caller's tenant and who within it: ``key:<12 hex of the key's SHA-256>``
+        (never the key), ``jwt:<sub>``, or ``open``; 401 as ``tenant``."""
         if self.open:
-            return OPEN_TENANT
+            return Identity(OPEN_TENANT, OPEN_SUBJECT)
         presented = presented_key(headers)
         if presented is None:
             raise OcrqError(ErrorCode.UNAUTHORIZED, "an API key or a bearer token is required")
         if self.tokens is not None and looks_like_jwt(presented):
-            return self.tokens.identity(presented).tenant
+            verified = self.tokens.identity(presented)
+            return Identity(verified.tenant, f"jwt:{verified.subject}")
         digest = key_digest(presented)
         match = None
         for known, tenant in self._digests:
@@ -48,7 +56,15 @@ class Authenticator:
                 match = tenant
         if match is None:
             raise OcrqError(ErrorCode.UNAUTHORIZED, "the API key is not valid")
-        return match
+        return Identity(match, f"key:{digest.hex()[:KEY_ID_HEX]}")
+
+
+def credential_kind(headers: Mapping[str, str]) -> str:
+    """What a request presented, named without its value: ``jwt``, ``api_key`` or ``none``."""
+    presented = presented_key(headers)
+    if presented is None:
+        return "none"
+    return "jwt" if looks_like_jwt(presented) else "api_key"
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:

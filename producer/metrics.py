@@ -6,8 +6,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class ProducerMetrics:
-    """Requests by route and status, bytes accepted, enqueue latency, lane backlog, and the
-    object store's latency, bytes and errors by operation."""
+    """Requests by route and status, bytes accepted, enqueue latency, lane backlog, the
+    object store's latency, bytes and errors by operation, and the audit trail's losses."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -57,6 +57,16 @@ class ProducerMetrics:
             "ocrq_blob_errors",
             "Object store calls that failed (unreachable, timed out, refused)",
             ["op"],
+            registry=self.registry,
+        )
+        self.audit_write_failures = Counter(
+            "ocrq_audit_write_failures",
+            "Audit entries Redis did not take (logged at error level; the request was answered)",
+            registry=self.registry,
+        )
+        self.audit_refusals_unstored = Counter(
+            "ocrq_audit_refusals_unstored",
+            "Refused credentials logged but not stored: past the process's budget per minute",
             registry=self.registry,
         )
 

@@ -25,6 +25,7 @@ from ocrq.shared.errors import HTTP_STATUS, ErrorCode
 from ocrq.shared.profiles import PROFILES
 from ocrq.shared.schemas import ErrorBody, JobOptions, SourceBody, SubmitBody, UploadRequest
 from ocrq.shared.settings import Settings
+from ocrq.shared.usage import UsageReport
 
 ASSETS = "/schema/assets"
 ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
@@ -50,6 +51,8 @@ ROUTE_ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("get", "/v1/batches/{batch_id}/events"): (401, 404, 503),
     ("post", "/v1/batches/{batch_id}/cancel"): (401, 404, 503),
     ("delete", "/v1/batches/{batch_id}"): (401, 404, 503),
+    ("get", "/v1/usage"): (400, 401, 403, 503),
+    ("get", "/v1/audit"): (400, 401, 403, 503),
 }
 STREAMED = {  # 200 bodies Litestar cannot see: (method, path) -> media types
     ("get", "/v1/jobs/{job_id}/events"): ("text/event-stream",),
@@ -107,7 +110,7 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
     components = schema.setdefault("components", {})
     definitions = components.setdefault("schemas", {})
     (_, ours) = msgspec.json.schema_components(
-        [SubmitBody, SourceBody, UploadRequest, ErrorBody],
+        [SubmitBody, SourceBody, UploadRequest, ErrorBody, UsageReport],
         ref_template="#/components/schemas/{name}",
     )
     definitions.update(ours)
@@ -133,6 +136,7 @@ def document_api(schema: dict[str, Any], settings: Settings) -> None:
     for (method, path), types in STREAMED.items():
         content = {kind: {"schema": {"type": "string"}} for kind in types}
         paths[path][method]["responses"]["200"] = {"description": "streamed", "content": content}
+    paths["/v1/usage"]["get"]["responses"]["200"] = usage_response()
     batches = paths["/v1/batches"]["post"]
     batches["requestBody"] = batch_body()
     batches["parameters"] = [
@@ -255,6 +259,18 @@ def document_outputs(paths: dict[str, Any]) -> None:
 def ref(name: str) -> dict[str, str]:
     """A reference to a component schema."""
     return {"$ref": f"#/components/schemas/{name}"}
+
+
+def usage_response() -> dict[str, Any]:
+    """GET /v1/usage's 200: the report as JSON, or its days as CSV."""
+    csv = {"schema": {"type": "string"}, "example": "day,jobs,failed,cancelled,pages,…"}
+    return {
+        "description": "one entry per day of the range, oldest first, and their totals",
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/UsageReport"}},
+            "text/csv": csv,
+        },
+    }
 
 
 def error_response(status: int) -> dict[str, Any]:

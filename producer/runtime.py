@@ -16,6 +16,7 @@ from ocrq.producer.flights import SingleFlight
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.blobs import BlobStore
+from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import JobStore
 
@@ -49,3 +50,11 @@ def runtime_of(state: State) -> Runtime:
     """The process-wide clients the lifespan created."""
     rt: Runtime = state.runtime
     return rt
+
+
+def require_admin(rt: Runtime, tenant: str, what: str) -> None:
+    """403 forbidden unless the tenant is one of OCRQ_ADMIN_TENANTS; ``what`` names the act."""
+    if tenant not in rt.settings.tenancy.admins:
+        raise OcrqError(
+            ErrorCode.FORBIDDEN, f"{what} needs an admin credential (OCRQ_ADMIN_TENANTS)"
+        )

@@ -1,4 +1,4 @@
-"""The command-line client: `ocrq submit | status | wait | result | cancel | rm | ls`."""
+"""The command-line client: `ocrq submit | status | wait | result | cancel | rm | ls | usage`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rich.table import Table
 
 from ocrq.cli.reports import FORMAT_CHOICES, fetch_output, output_format, result_text
 from ocrq.cli.submit import complain, run_submit
+from ocrq.cli.usage import add_usage_parser, run_usage
 from ocrq.client import DEFAULT_URL, ApiError, Client, WaitTimeout
 from ocrq.shared.profiles import PROFILES
 from ocrq.shared.schemas import JobSummary, JobView, Status
@@ -290,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     parent = connection_options()
     add_submit_parser(commands, parent)
     add_job_parsers(commands, parent)
+    add_usage_parser(commands, parent)
     return parser
 
 
@@ -301,6 +303,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cancel": run_cancel,
     "rm": run_rm,
     "ls": run_ls,
+    "usage": run_usage,
 }
 
 

@@ -24,10 +24,11 @@ COMMANDS: dict[str, str] = {
     "cancel": "cancel active jobs (they stay, as cancelled)",
     "rm": "delete jobs and their results",
     "ls": "list your recent jobs",
+    "usage": "your usage per UTC day (jobs, pages, engine time, bytes)",
     "k8s": "render generated Kubernetes manifests (e.g. `ocrq k8s keda`)",
     "mcp": "serve the API to MCP clients (stdio; --http: streamable HTTP)",
 }
-CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls")
+CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls", "usage")
 
 # The base install runs the client commands; every other command needs its role's extra
 # (pyproject.toml). Each lists top-level modules its extra brings, checked before the command

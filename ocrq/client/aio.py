@@ -42,6 +42,7 @@ from ocrq.shared.schemas import (
     UploadTicket,
 )
 from ocrq.shared.schemas import Source as Reference
+from ocrq.shared.usage import UsageReport
 
 T = TypeVar("T")
 
@@ -285,6 +286,19 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
     async def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
         """A page of your recent jobs, newest first (``next_offset`` for the next page)."""
         return calls.decode(await self._send(calls.list_jobs(limit, offset)), JobList)
+
+    async def usage(
+        self, *, start: str | None = None, end: str | None = None, tenant: str | None = None
+    ) -> UsageReport:
+        """Your usage per UTC day, ``start``..``end`` (YYYY-MM-DD, both included; default the
+        last 30 days); ``tenant``: another tenant's, with an admin credential."""
+        return calls.decode(await self._send(calls.usage(start, end, tenant)), UsageReport)
+
+    async def usage_csv(
+        self, *, start: str | None = None, end: str | None = None, tenant: str | None = None
+    ) -> str:
+        """The same usage as CSV: a header, then one row per day."""
+        return (await self._send(calls.usage(start, end, tenant, as_csv=True))).text
 
     async def submit_batch(
         self,

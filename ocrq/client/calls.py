@@ -125,6 +125,12 @@ def list_jobs(limit: int, offset: int) -> Call:
     return Call("GET", "/v1/jobs", params={"limit": str(limit), "offset": str(offset)})
 
 
+def usage(first: str | None, last: str | None, tenant: str | None, as_csv: bool = False) -> Call:
+    """Usage per UTC day over ``first``..``last`` (YYYY-MM-DD; default: the last 30 days)."""
+    given = {"from": first, "to": last, "tenant": tenant, "format": "csv" if as_csv else None}
+    return Call("GET", "/v1/usage", params={k: v for k, v in given.items() if v is not None})
+
+
 def cancel(job: JobRef) -> Call:
     """Cancel an active job (it stays, as cancelled)."""
     return Call("POST", job_path(job, "/cancel"))

@@ -43,6 +43,7 @@ from ocrq.shared.schemas import (
     UploadTicket,
 )
 from ocrq.shared.schemas import Source as Reference
+from ocrq.shared.usage import UsageReport
 
 T = TypeVar("T")
 
@@ -254,6 +255,19 @@ class Client(ClientBase[httpx.Client]):
     def jobs(self, *, limit: int = 20, offset: int = 0) -> JobList:
         """A page of your recent jobs, newest first (``next_offset`` for the next page)."""
         return calls.decode(self._send(calls.list_jobs(limit, offset)), JobList)
+
+    def usage(
+        self, *, start: str | None = None, end: str | None = None, tenant: str | None = None
+    ) -> UsageReport:
+        """Your usage per UTC day, ``start``..``end`` (YYYY-MM-DD, both included; default the
+        last 30 days); ``tenant``: another tenant's, with an admin credential."""
+        return calls.decode(self._send(calls.usage(start, end, tenant)), UsageReport)
+
+    def usage_csv(
+        self, *, start: str | None = None, end: str | None = None, tenant: str | None = None
+    ) -> str:
+        """The same usage as CSV: a header, then one row per day."""
+        return self._send(calls.usage(start, end, tenant, as_csv=True)).text
 
     def submit_batch(
         self,

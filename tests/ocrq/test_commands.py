@@ -296,3 +296,26 @@ def test_a_zip_as_one_batch_names_outputs_after_its_members(
     assert main(["submit", str(archive), "--batch", "--out", str(out), "--url", stack.api]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["one.md", "two.md"]
     assert "130x80" in (out / "two.md").read_text()
+
+
+@pytest.mark.slow
+def test_usage_prints_the_days_jobs_and_pages_as_lines_json_and_csv(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Client(stack.api) as client:
+        job = client.submit(sized_pdf([(60, 40), (60, 40)]), filename="two.pdf")
+        stack.start_worker()
+        assert client.wait(job.id).status == "done"
+        report = client.usage()
+    assert (report.totals.jobs, report.totals.pages) == (1, 2)
+    assert main(["usage", "--url", stack.api]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [cells[:5] for cells in lines] == [[report.days[-1].day, "1", "0", "0", "2"],
+                                             ["total", "1", "0", "0", "2"]]  # fmt: skip
+    assert main(["usage", "--json", "--from", report.days[-1].day, "--url", stack.api]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["pages"] == 2
+    assert main(["usage", "--csv", "--from", report.days[-1].day, "--url", stack.api]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].startswith("day,jobs,failed,cancelled,pages") and len(rows) == 2
+    assert main(["usage", "--from", "2026-13-01", "--url", stack.api]) == 1
+    assert "invalid_request" in capsys.readouterr().err

@@ -15,6 +15,8 @@ from litestar.testing import TestClient
 from support.jwks_issuer import AUDIENCE, ISSUER, JwksServer, SigningKey
 from support.payloads import b64, small_pdf
 
+from ocrq.shared.store import JobStore
+
 KEY_A = SigningKey("key-a")
 
 
@@ -182,3 +184,18 @@ def test_settings_without_issuer_or_audience_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match="OCRQ_JWT_ISSUER"):
         make_client(jwt_jwks_url=issuer.url)
+
+
+async def test_the_audit_trail_names_a_tokens_subject_not_the_token(
+    oidc: TestClient[Any], store: JobStore
+) -> None:
+    token = KEY_A.sign()
+    assert submit(oidc, token).status_code == 202
+    rows = await store.redis.xrange(store.keys.audit())
+    (entry,) = [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in rows]
+    assert (entry["tenant"], entry["subject"], entry["action"]) == (
+        "acme",
+        "jwt:user-1",
+        "job.submit",
+    )
+    assert token.split(".")[2] not in str(rows)
