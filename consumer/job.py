@@ -23,10 +23,11 @@ from ocrq.consumer.workspace import job_workspace
 from ocrq.shared.blobs.base import BlobError, BlobMissing, BlobStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.lanes import LaneEntry
-from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, JobRecord
+from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, Field, JobRecord
 from ocrq.shared.schemas import DocumentRef, EngineInfo, Page, Result, Status, Timings
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, Usage, now_ms
+from ocrq.shared.tracing import annotate, span, tracing_active
 
 log = structlog.get_logger("ocrq.worker")
 
@@ -94,9 +95,19 @@ class JobRunner:
             return
         self.metrics.in_flight.inc()
         try:
-            await self._run_claimed(entry)
+            parent = await self._trace_parent(entry.job_id)
+            named = {"ocrq.job_id": entry.job_id, "ocrq.lane": entry.lane}
+            with span("ocrq.job", named, parent=parent, kind="consumer"):
+                await self._run_claimed(entry)
         finally:
             self.metrics.in_flight.dec()
+
+    async def _trace_parent(self, job_id: str) -> str | None:
+        """The enqueue's traceparent, read only while this process exports spans."""
+        if not tracing_active():
+            return None
+        record = await through_outages(lambda: self.store.read(job_id, (Field.TRACE,)), "read")
+        return record.trace or None
 
     async def _run_claimed(self, entry: LaneEntry) -> None:
         tally, ending = Tally(), Ending()
@@ -132,6 +143,7 @@ class JobRunner:
         )
         status = outcome.status if written else "lost"
         self.metrics.jobs.labels(status).inc()
+        annotate(**{"ocrq.outcome": str(status), "ocrq.code": summary.get("code")})
         total_s = round(time.monotonic() - tally.started, 3)
         # The job's line first: the delete below may wait out a store outage, and a worker
         # killed meanwhile must not leave a finished job without its canonical line.

@@ -39,6 +39,7 @@ from ocrq.shared.lifeline import anchor_helpers, die_with_parent
 from ocrq.shared.logging import configure_logging
 from ocrq.shared.settings import Settings, load_settings, refuse_placeholder_secrets
 from ocrq.shared.store import JobStore, make_redis
+from ocrq.shared.tracing import configure_tracing, shutdown_tracing
 
 HELPER_START_S = 60.0  # starting a render process: a fork from the forkserver, normally ms
 
@@ -274,5 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     refuse_placeholder_secrets(settings, allow_placeholders=args.allow_placeholder_secrets)
     configure_logging(settings)
-    asyncio.run(run_until_signalled(settings, burst=args.burst))
+    tracing = configure_tracing("ocrq-worker")
+    try:
+        asyncio.run(run_until_signalled(settings, burst=args.burst))
+    finally:
+        shutdown_tracing()  # the spans still buffered go out before the process ends
+    if tracing:
+        log.info("tracing_stopped")
     return 0

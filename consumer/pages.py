@@ -25,6 +25,7 @@ from ocrq.shared.page_ranges import selected_pages
 from ocrq.shared.render.markdown import page_markdown
 from ocrq.shared.schemas import JobOptions, Page
 from ocrq.shared.settings import Settings
+from ocrq.shared.tracing import span
 
 # Called with (pages_done, pages_total, the pages just finished); raises to stop the job.
 Report = Callable[[int, int, list[Page]], Awaitable[None]]
@@ -184,14 +185,15 @@ class PageReader:
     async def _render(self, job: JobPages, indices: list[int]) -> list[PageImage]:
         """The group's pages as files in the job's folder, turned upright when asked."""
         started = time.monotonic()
-        images = [
-            await self.rasteriser.render(
-                str(job.doc), job.media_type, i, self.dpi(job), str(job.folder)
-            )
-            for i in indices
-        ]
-        if self.settings.ocr.detect_orientation:
-            images = [await self.rasteriser.upright(image) for image in images]
+        images = []
+        for i in indices:
+            with span("ocrq.page.render", {"ocrq.page": i + 1, "ocrq.dpi": self.dpi(job)}):
+                image = await self.rasteriser.render(
+                    str(job.doc), job.media_type, i, self.dpi(job), str(job.folder)
+                )
+                if self.settings.ocr.detect_orientation:
+                    image = await self.rasteriser.upright(image)
+            images.append(image)
         raster_s = time.monotonic() - started
         job.tally.raster_s += raster_s
         self.metrics.stage_seconds.labels("raster").observe(raster_s)
@@ -200,14 +202,19 @@ class PageReader:
     async def _recognise(self, job: JobPages, images: list[PageImage]) -> EngineOutput:
         """One engine call through the circuit, its pages reviewed for doubts."""
         started = time.monotonic()
+
+        async def call() -> EngineOutput:  # one span per attempt the circuit lets through
+            named = {"ocrq.engine": self.engine.name, "ocrq.pages": [i.number for i in images]}
+            with span("ocrq.engine.call", named, kind="client"):
+                return await self.engine.recognise(
+                    images,
+                    profile=job.options.profile,
+                    languages=job.options.languages,
+                    layout=job.options.layout,
+                )
+
         out = await self.circuit.call(
-            lambda: self.engine.recognise(
-                images,
-                profile=job.options.profile,
-                languages=job.options.languages,
-                layout=job.options.layout,
-            ),
-            on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc(),
+            call, on_error=lambda e: self.metrics.engine_errors.labels(e.code.value).inc()
         )
         review_pages(
             out.pages, images, self.engine.reads_scripts, self.settings.ocr.doubtful_confidence

@@ -25,6 +25,7 @@ from ocrq.shared.record import Field
 from ocrq.shared.schemas import WebhookState
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import JobStore
+from ocrq.shared.tracing import span, trace_headers
 from ocrq.shared.webhook_queue import WebhookEntry
 from ocrq.shared.webhooks import signature
 
@@ -39,6 +40,7 @@ class Callback(msgspec.Struct, frozen=True):
     tenant: str
     body: bytes
     previous: WebhookState | None  # a reclaimed delivery goes on counting its attempts
+    trace: str = ""  # the job's traceparent: the delivery joins the job's trace
 
 
 class Egress(msgspec.Struct, frozen=True):
@@ -73,6 +75,18 @@ class CallbackDelivery:
             return True
         if ended_before(found):  # its worker wrote the outcome, then died before the ack
             return True
+        named = {"ocrq.webhook.kind": hook.kind, "ocrq.webhook.id": hook.id}
+        with span("ocrq.webhook.deliver", named, parent=found.trace or None, kind="client"):
+            return await self._attempts(hook, found, hold, stop)
+
+    async def _attempts(
+        self,
+        hook: WebhookEntry,
+        found: Callback,
+        hold: Callable[[], Awaitable[None]],
+        stop: asyncio.Event,
+    ) -> bool:
+        """The attempts of a delivery still to make, from where an earlier worker left it."""
         state = resume(found)
         key = self.keys.get(found.tenant)
         if not key:  # the tenant's secret was removed after the job was submitted
@@ -123,6 +137,7 @@ class CallbackDelivery:
             "webhook-id": msg_id,
             "webhook-timestamp": str(stamp),
             "webhook-signature": signature(key, msg_id, stamp, cb.body),
+            **trace_headers(),  # a receiver that traces joins the job's trace
         }
         timeout_s = self.settings.webhooks.webhook_timeout_s
         started = time.monotonic()
@@ -200,6 +215,7 @@ class CallbackDelivery:
             Field.FINISHED_AT,
             Field.BATCH,
             Field.WEBHOOK,
+            Field.TRACE,
         )
         job = await self.store.read(hook.id, names)
         if job.status is None or not job.callback:
@@ -216,7 +232,7 @@ class CallbackDelivery:
             "result": f"/v1/jobs/{hook.id}/result",
         }
         previous = msgspec.json.decode(job.webhook, type=WebhookState) if job.webhook else None
-        return Callback(job.callback, job.tenant, msgspec.json.encode(body), previous)
+        return Callback(job.callback, job.tenant, msgspec.json.encode(body), previous, job.trace)
 
 
 def ended_before(cb: Callback) -> bool:

@@ -47,6 +47,7 @@ from ocrq.shared.logging import configure_logging, renders_json
 from ocrq.shared.schemas import ErrorBody
 from ocrq.shared.settings import Settings, load_settings
 from ocrq.shared.store import REDIS_DOWN, JobStore, is_oom, make_redis
+from ocrq.shared.tracing import configure_tracing, shutdown_tracing
 
 log = structlog.get_logger("ocrq.producer")
 
@@ -183,6 +184,7 @@ def lifespan_for(settings: Settings, tokens: TokenVerifier | None = None) -> Any
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        configure_tracing("ocrq-producer")  # on only when OTEL_* names an OTLP endpoint
         redis = make_redis(settings)
         store = JobStore(redis, settings)
         auth = Authenticator(settings.api.tenant_keys, tokens)
@@ -208,6 +210,7 @@ def lifespan_for(settings: Settings, tokens: TokenVerifier | None = None) -> Any
             await store.aclose()
             if tokens is not None:
                 await tokens.aclose()
+            shutdown_tracing()
 
     return lifespan
 

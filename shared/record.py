@@ -44,6 +44,7 @@ class Field(StrEnum):
     BATCH = "batch"  # the batch it belongs to ("" for none)
     CALLBACK = "callback"  # the URL its webhook goes to (absent: none)
     WEBHOOK = "webhook"  # WebhookState as JSON: the delivery's attempts and result
+    TRACE = "trace"  # the enqueue's W3C traceparent, when tracing is on (shared/tracing.py)
 
 
 class BatchField(StrEnum):
@@ -69,7 +70,8 @@ class BatchField(StrEnum):
 POLL_FIELDS: tuple[Field, ...] = tuple(
     f
     for f in Field
-    if f not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY, Field.CALLBACK, Field.DOCUMENT)
+    if f
+    not in (Field.PAYLOAD, Field.WORKER, Field.ENTRY, Field.CALLBACK, Field.DOCUMENT, Field.TRACE)
 )
 # What a worker reads to run a claimed job.
 WORK_FIELDS: tuple[Field, ...] = (
@@ -120,6 +122,7 @@ class JobRecord(Base):
     batch: str = ""
     callback: str = ""
     webhook: bytes | None = None  # WebhookState JSON
+    trace: str = ""  # a traceparent: the enqueue's span, the parent of the worker's
 
 
 # The names in a job's files hash (Keys.job_files): its searchable PDF, and each figure under

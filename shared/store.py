@@ -33,6 +33,7 @@ from ocrq.shared.record import (
     text,
 )
 from ocrq.shared.settings import Settings
+from ocrq.shared.tracing import current_traceparent, span
 from ocrq.shared.webhook_queue import WebhookQueue
 
 ScriptArg = bytes | str | int | float
@@ -139,7 +140,23 @@ class JobStore:
         ``idem`` is the client's Idempotency-Key as sent. Returns (created, job_id): a
         replayed Idempotency-Key gives (False, the first job). ``given_id``: the id is not a
         fresh one (an upload's), so a job of that id is refused (409), never overwritten.
+        With tracing on, the job keeps the enqueue span's traceparent for its worker.
         """
+        with span("ocrq.enqueue", {"ocrq.job_id": job_id, "ocrq.lane": lane}, kind="producer"):
+            if traceparent := current_traceparent():
+                fields = {**fields, Field.TRACE: traceparent}
+            return await self._enqueue(job_id, lane, fields, idem, batch, given_id=given_id)
+
+    async def _enqueue(
+        self,
+        job_id: str,
+        lane: str,
+        fields: Mapping[str, Any],
+        idem: str | None,
+        batch: str,
+        *,
+        given_id: bool,
+    ) -> tuple[bool, str]:
         weight = self.quotas.table.of(text(fields.get(Field.TENANT, ""))).weight
         new = NewJob(self.keys, job_id, lane, fields, batch, given_id=given_id, weight=weight)
         if not self.quotas.counts_jobs(new.tenant):

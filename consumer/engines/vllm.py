@@ -34,6 +34,7 @@ from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.profiles import Profile, get_profile
 from ocrq.shared.schemas import Page, Segment, Usage
 from ocrq.shared.settings import Settings
+from ocrq.shared.tracing import trace_headers
 
 CHAT_PATH = "/v1/chat/completions"
 CONNECT_TIMEOUT_S = 10.0
@@ -277,7 +278,10 @@ class VllmEngine:
         """Send one request and return the successful reply's body, classifying every failure."""
         try:
             response = await self._client.post(
-                self._url, content=body, headers=self._headers, timeout=self._timeout
+                self._url,
+                content=body,
+                headers={**self._headers, **trace_headers()},  # vLLM joins the trace
+                timeout=self._timeout,
             )
         except httpx.TimeoutException as e:
             raise OcrqError(ErrorCode.TIMEOUT, f"vLLM request timed out: {_describe(e)}") from e
