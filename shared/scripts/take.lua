@@ -21,7 +21,7 @@ local given = redis.call('HGET', taken, entry)
 if given then return {'again', given} end
 local now = tonumber(redis.call('GET', clock) or '0')
 local skipped = {}
-local function reply(...)
+local reply = function(...)  -- the reply, then the jobs skipped
   local out = {...}
   for _, seen in ipairs(skipped) do out[#out + 1] = seen end
   return out

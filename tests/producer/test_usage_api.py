@@ -117,3 +117,20 @@ def test_a_bad_range_or_format_is_a_400_naming_the_problem(
 
 def test_usage_needs_a_credential(api: TestClient[Any]) -> None:
     assert api.get("/v1/usage").status_code == 401
+
+
+def test_the_openapi_document_declares_usage_audit_and_the_quota_429(
+    api: TestClient[Any],
+) -> None:
+    paths = api.get("/schema/openapi.json").json()["paths"]
+    usage = paths["/v1/usage"]["get"]
+    assert set(usage["responses"]["200"]["content"]) == {"application/json", "text/csv"}
+    assert {p["name"] for p in usage["parameters"]} == {"from", "to", "tenant", "format"}
+    audit = paths["/v1/audit"]["get"]
+    assert {"from", "to", "tenant", "before", "limit"} <= {p["name"] for p in audit["parameters"]}
+    for operation in (usage, audit):
+        assert "forbidden" in operation["responses"]["403"]["description"]
+    assert "quota_exceeded" in paths["/v1/jobs"]["post"]["responses"]["429"]["description"]
+    assert "retry-after" in {
+        h.lower() for h in paths["/v1/jobs"]["post"]["responses"]["429"]["headers"]
+    }
