@@ -4,6 +4,7 @@ Sentinel and on a cluster, and is refused what its role never does (role_servers
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,11 +12,13 @@ import redis
 from support.role_servers import PARTITIONS, USERS, RoleServer
 
 from ocrq.producer.jobs.views import new_job_id
+from ocrq.shared.audit_store import AuditEntry, AuditQuery, AuditTrail
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import Field
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.store import JobStore, Outcome, make_redis, now_ms
+from ocrq.shared.usage_store import UsageStore
 
 STATUS = (Field.STATUS,)
 
@@ -65,6 +68,7 @@ def test_the_worker_user_cannot_run_redis_nor_touch_keys_outside_its_own(
         # The producer's keys: Idempotency-Keys and the tenant's job index.
         refused(worker.set, "ocrq:{p0}:idem:acme:k", "job-x")
         refused(worker.zadd, "ocrq:{p0}:tenant:acme:jobs", {"job-x": 1})
+        refused(worker.xadd, "ocrq:audit", {"action": "job.delete"})  # the trail is append-only
         # A script runs with the worker's permissions, for the keys it names and calls alike.
         sha = worker.script_load("return redis.call('HSET', ARGV[1], 'f', 'v')")
         with pytest.raises(redis.exceptions.ResponseError, match="can't access"):
@@ -170,6 +174,18 @@ async def jobs_life(producer: JobStore, worker: JobStore) -> None:
     assert {i for i, _ in await producer.recent_jobs("acme", 10, 0, STATUS)} >= {job, job2}
     assert await producer.groups_exist() and await producer.lane_stats("interactive")
     assert (await producer.memory())[0] > 0
+    await audit_and_usage(producer)
+
+
+async def audit_and_usage(producer: JobStore) -> None:
+    """The producer appends to the audit trail and reads it and the usage, as its routes do."""
+    trail = AuditTrail(producer, retention_days=90)
+    await trail.append(AuditEntry(tenant="acme", action="job.submit", status=202))
+    assert [e.action for e in (await trail.read(AuditQuery(tenant="acme"))).entries] == [
+        "job.submit"
+    ]
+    report = await UsageStore(producer).report("acme", [datetime.now(UTC).date()])
+    assert report.totals.jobs >= 3  # poisoned, finished, cancelled: counted by the worker's scripts
 
 
 async def batch_life(producer: JobStore) -> None:
