@@ -256,7 +256,10 @@ async def read_audit(
     ] = None,
     to: Instant = None,
     before: Annotated[
-        str | None, QueryParameter(max_length=41, description="a page's `next`: older entries")
+        str | None,
+        QueryParameter(
+            pattern=r"^\d{1,20}-\d{1,20}$", description="a page's `next`: older entries"
+        ),
     ] = None,
     limit: AuditLimit = 100,
 ) -> AuditPage:

@@ -18,7 +18,10 @@ from ocrq.shared.usage import UsageReport, day_range, usage_csv
 from ocrq.shared.usage_store import UsageStore
 
 CSV_TYPE = "text/csv"
-Day = Annotated[str | None, QueryParameter(max_length=10, description="a UTC day, YYYY-MM-DD")]
+Day = Annotated[
+    str | None,
+    QueryParameter(format="date", max_length=10, description="last day, YYYY-MM-DD (UTC; today)"),
+]
 
 
 @get(
@@ -30,7 +33,9 @@ async def read_usage(
     state: State,
     since: Annotated[
         str | None,
-        QueryParameter(name="from", max_length=10, description="first day (default: to - 29)"),
+        QueryParameter(
+            name="from", format="date", max_length=10, description="first day (to - 29)"
+        ),
     ] = None,
     to: Day = None,
     tenant: Annotated[

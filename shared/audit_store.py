@@ -63,7 +63,9 @@ class AuditQuery(msgspec.Struct, frozen=True, kw_only=True):
 
 def is_entry_id(raw: str) -> bool:
     """True for a stream entry id as the trail hands them out ("<ms>-<seq>")."""
-    return ENTRY_ID.fullmatch(raw) is not None
+    if ENTRY_ID.fullmatch(raw) is None:
+        return False
+    return all(int(part) < 2**64 for part in raw.split("-"))  # what Redis takes as an id
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:
@@ -89,6 +91,8 @@ class AuditTrail:
 
     async def read(self, query: AuditQuery) -> AuditPage:
         """Entries newest first, filtered; past MAX_SCAN looked at, a cursor to go on."""
+        if query.before is not None and _id_key(query.before) == (0, 0):
+            return AuditPage(entries=[])  # nothing is older than the first possible id
         high, low = _bounds(query)
         found: list[AuditEntry] = []
         scanned = 0

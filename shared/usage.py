@@ -70,8 +70,10 @@ def parse_day(raw: str, name: str) -> date:
 def day_range(first: str | None, last: str | None, now: date | None = None) -> list[date]:
     """The days a request covers: ``to`` defaults to today, ``from`` to 29 days before it;
     400 when ``from`` follows ``to`` or the range is over MAX_DAYS days."""
-    end = parse_day(last, "to") if last else now or today()
-    start = parse_day(first, "from") if first else end - timedelta(days=DEFAULT_DAYS - 1)
+    end = parse_day(last, "to") if last is not None else now or today()
+    start = (
+        parse_day(first, "from") if first is not None else end - timedelta(days=DEFAULT_DAYS - 1)
+    )
     if start > end:
         raise OcrqError(ErrorCode.INVALID_REQUEST, f"from ({start}) is after to ({end})")
     span = (end - start).days + 1

@@ -127,3 +127,14 @@ async def test_entries_older_than_the_retention_are_dropped_as_new_ones_come(
     kept = AuditTrail(store, retention_days=0)
     await kept.append(AuditEntry(action="job.read"))  # 0 days: nothing is dropped
     assert await store.redis.xlen(old) == left + 1
+
+
+@pytest.mark.parametrize("cursor", ["0-0", "18446744073709551616-0", "12", "x-1"])
+def test_a_cursor_past_the_first_id_or_not_an_id_is_answered_not_a_500(
+    api: TestClient[Any], cursor: str
+) -> None:
+    r = api.get("/v1/audit", params={"before": cursor}, headers=OPS)
+    if cursor == "0-0":
+        assert r.status_code == 200 and r.json()["entries"] == []
+    else:
+        assert r.status_code == 400 and r.json()["code"] == "invalid_request"

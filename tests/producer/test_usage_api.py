@@ -104,6 +104,7 @@ def test_another_tenants_usage_is_403_unless_the_caller_is_an_admin(
         ({"from": "2024-01-01", "to": "2026-01-01"}, "at most 366"),
         ({"from": "yesterday"}, "YYYY-MM-DD"),
         ({"to": "2026-02-30"}, "YYYY-MM-DD"),
+        ({"to": ""}, "YYYY-MM-DD"),
         ({"format": "xml"}, "format"),
     ],
 )
