@@ -15,6 +15,7 @@ from support.payloads import b64, small_pdf
 
 from ocrq.shared.errors import ErrorCode
 from ocrq.shared.outcome import Outcome, Usage
+from ocrq.shared.settings import Settings, replace_settings
 from ocrq.shared.store import JobStore
 
 ACME, GLOBEX, ROOT = {"x-api-key": "key-acme"}, {"x-api-key": "key-globex"}, {"x-api-key": "k0"}
@@ -135,3 +136,15 @@ def test_the_openapi_document_declares_usage_audit_and_the_quota_429(
     assert "retry-after" in {
         h.lower() for h in paths["/v1/jobs"]["post"]["responses"]["429"]["headers"]
     }
+
+
+@pytest.mark.parametrize(("days", "kept"), [(400, "expires"), (0, "for ever")])
+async def test_usage_is_kept_the_retention_or_for_ever_at_zero(
+    api: TestClient[Any], aredis: Any, settings: Settings, days: int, kept: str
+) -> None:
+    store = JobStore(aredis, replace_settings(settings, usage_retention_days=days))
+    submit(api, ACME)
+    await finish_with_usage(store, pages=1, engine_ms=10)
+    (key,) = [k async for k in aredis.scan_iter(match="*usage:acme:*")]
+    ttl = await aredis.ttl(key)
+    assert (ttl == -1) if kept == "for ever" else (399 * 86_400 < ttl <= 400 * 86_400)

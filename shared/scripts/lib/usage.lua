@@ -12,5 +12,5 @@ local function usage(key, ttl_s, job, status, pages, engine, engine_ms, bytes_ou
   end
   redis.call('HINCRBY', key, 'bytes_in', tonumber(redis.call('HGET', job, 'size') or '0'))
   redis.call('HINCRBY', key, 'bytes_out', bytes_out)
-  redis.call('EXPIRE', key, ttl_s)
+  if ttl_s > 0 then redis.call('EXPIRE', key, ttl_s) end  -- 0 days: kept until deleted
 end
