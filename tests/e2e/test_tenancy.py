@@ -101,7 +101,10 @@ def claimed_at(stack: Stack, job_ids: list[str]) -> dict[str, int]:
 def test_one_job_of_a_second_tenant_is_served_ahead_of_a_long_backlog(
     tenants_stack: Stack,
 ) -> None:
-    assert jobs_ahead_of_a_lone_job(tenants_stack) <= 4
+    # Fair share orders the tenants of one partition; the partitions' streams are read in
+    # turn, so the other partitions' tickets of a may each come first: a couple per partition.
+    partitions = len(tenants_stack.keys.tags)
+    assert jobs_ahead_of_a_lone_job(tenants_stack) <= 2 + 2 * partitions
 
 
 def test_without_fair_share_the_lone_job_waits_behind_the_backlog(fifo_stack: Stack) -> None:
