@@ -185,11 +185,11 @@ class PageReader:
     async def _render(self, job: JobPages, indices: list[int]) -> list[PageImage]:
         """The group's pages as files in the job's folder, turned upright when asked."""
         started = time.monotonic()
-        images = []
+        images, dpi = [], self.dpi(job)
         for i in indices:
-            with span("ocrq.page.render", {"ocrq.page": i + 1, "ocrq.dpi": self.dpi(job)}):
+            with span("ocrq.page.render", {"ocrq.page": i + 1, "ocrq.dpi": dpi}):
                 image = await self.rasteriser.render(
-                    str(job.doc), job.media_type, i, self.dpi(job), str(job.folder)
+                    str(job.doc), job.media_type, i, dpi, str(job.folder)
                 )
                 if self.settings.ocr.detect_orientation:
                     image = await self.rasteriser.upright(image)

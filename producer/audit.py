@@ -27,7 +27,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocrq.producer.auth import credential_kind
 from ocrq.producer.jobs.views import iso
-from ocrq.producer.runtime import Runtime, caller, require_admin
+from ocrq.producer.runtime import Runtime, caller, identity_of, require_admin
 from ocrq.shared.audit_store import (
     DAY_MS,
     MAX_LIMIT,
@@ -201,14 +201,13 @@ def entry_of(scope: Scope, action: str, answer: Answer, arrived: int) -> AuditEn
 def caller_of(scope: Scope, action: str, answer: Answer, bound: dict[str, Any]) -> tuple[str, str]:
     """(tenant, subject) of the request; a refused credential: ("", its kind)."""
     runtime: Runtime = scope["app"].state.runtime
-    headers = Headers.from_scope(scope)
     if action == SIGNED and not runtime.auth.open:
         # The ticket's tenant, which the route bound, counts once its signature was checked.
         return (str(bound.get("tenant", "")) if answer.status < 400 else ""), "ticket"
     try:
-        who = runtime.auth.identity(headers)
+        who = identity_of(runtime, scope)
     except OcrqError:
-        return "", credential_kind(headers)
+        return "", credential_kind(Headers.from_scope(scope))
     return who.tenant, who.subject
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from ocrq.producer.runtime import Runtime
+from ocrq.producer.runtime import Runtime, identity_of
 from ocrq.shared.errors import OcrqError
 
 LIMITED_PREFIX = "/v1/"
@@ -41,7 +40,7 @@ async def _count(scope: Scope) -> None:
         return
     quotas = runtime.store.quotas
     try:
-        tenant = runtime.auth.tenant(Headers.from_scope(scope))
+        tenant = identity_of(runtime, scope).tenant
     except OcrqError:
         return  # the route answers 401
     if quotas.table.of(tenant).requests_per_minute > 0:

@@ -1,5 +1,6 @@
 """The producer's request span (OpenTelemetry): the root of a job's trace, or the child of
-the caller's when it sent a ``traceparent``. A pass-through while tracing is off."""
+the caller's when it sent a ``traceparent``. A pass-through, reading nothing, while tracing
+is off."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
-from ocrq.shared.tracing import span, traceparent_of
+from ocrq.shared.tracing import span, traceparent_of, tracing_active
 
 
 def trace_requests() -> Callable[[ASGIApp], ASGIApp]:
@@ -18,7 +19,7 @@ def trace_requests() -> Callable[[ASGIApp], ASGIApp]:
 
     def wrap(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != ScopeType.HTTP:
+            if scope["type"] != ScopeType.HTTP or not tracing_active():
                 await app(scope, receive, send)
                 return
             route = scope.get("path_template") or "unmatched"

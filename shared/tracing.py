@@ -28,7 +28,6 @@ __all__ = ["configure_tracing", "current_traceparent", "span", "tracing_on"]
 
 ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 TRACEPARENT = "traceparent"
-KINDS = ("internal", "server", "client", "producer", "consumer")  # OpenTelemetry's SpanKind
 
 
 class _Process:
@@ -88,7 +87,8 @@ def span(
     kind: str = "internal",
 ) -> Iterator[Span | None]:
     """A span around the block, the child of the current one or of ``parent`` (a
-    traceparent); ``kind`` one of KINDS. None, and no work at all, when tracing is off."""
+    traceparent); ``kind`` a SpanKind's name in lower case (internal, server, client,
+    producer, consumer). None, and no work at all, when tracing is off."""
     tracer, propagator = _Process.tracer, _Process.propagator
     if tracer is None or propagator is None:
         yield None
