@@ -33,7 +33,9 @@ from typing import Any
 import httpx
 import pymupdf
 
+from bench import quality_cases
 from bench.edit_distance import levenshtein
+from bench.quality_checks import print_checks
 from ocrq.shared.schemas import TERMINAL
 from tests.support import measuring, services
 
@@ -92,6 +94,10 @@ MARKDOWN_RULES = [
     (re.compile(r"\A(\s*>\s*(⚠|\*\*ocrq warning:\*\*)[^\n]*\n?)+"), ""),  # warning notes
     (re.compile(r"^\s{0,3}#{1,6}\s+", re.M), ""),  # headings
     (re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$", re.M), ""),  # table rules
+    # List markers and display-maths fences are Markdown's syntax, not the page's text (a
+    # page's "•" bullet becomes "- "; the CLI drops the glyph too).
+    (re.compile(r"^\s*[-*+]\s+(?=\S)", re.M), ""),
+    (re.compile(r"\$\$"), ""),
     (re.compile(r"!\[[^\]]*\]\([^)]*\)"), ""),  # images
     (re.compile(r"\[([^\]]*)\]\([^)]*\)"), r"\1"),  # links: their text
     (re.compile(HTML_TAGS), " "),  # tables as HTML, line breaks
@@ -111,8 +117,14 @@ def strip_markdown(markdown: str) -> str:
 
 
 def score(hypothesis: str, truth: str, seconds: float, timed_by: str) -> Score:
-    """Edit distances of a hypothesis against the truth, characters and words."""
+    """Edit distances of a hypothesis against the truth, characters and words.
+
+    A truth written in capitals only (SROIE's receipts) says nothing of case: both sides are
+    case-folded before scoring.
+    """
     hyp, ref = normalise(hypothesis), normalise(truth)
+    if ref == ref.upper():
+        hyp, ref = hyp.casefold(), ref.casefold()
     return Score(
         cer_distance=levenshtein(hyp, ref),
         cer_ci_distance=levenshtein(hyp.casefold(), ref.casefold()),
@@ -204,7 +216,12 @@ def load_cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
             cases.extend(pdf_cases(path, args, tmp))
         elif case := image_case(path, args.corpus, kind):
             cases.append(case)
-    return cases
+    for path, truth in quality_cases.receipt_files(args.documents):
+        if not args.only or args.only in path.name:
+            with pymupdf.open(path) as doc:
+                pages = doc.page_count
+            cases.append(Case(path.stem, path.read_bytes(), [path], pages, truth))
+    return cases + quality_cases.skewed_cases(cases, tmp, args.only)
 
 
 # --- engines -----------------------------------------------------------------------------
@@ -404,6 +421,12 @@ def parse_args() -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument(
+        "--documents",
+        type=Path,
+        default=quality_cases.DOCUMENTS,
+        help="receipts with a transcript beside each image (<stem>.txt)",
+    )
     parser.add_argument("--pages", type=int, default=3, help="pages per PDF at most")
     parser.add_argument("--dpi", type=int, default=150, help="render DPI of PDF pages")
     parser.add_argument("--url", help="a running ocrq producer (default: start a private stack)")
@@ -480,6 +503,7 @@ def main() -> None:
     print_table(rows, engines)
     if env["tesseract"]:
         print_ratios(rows)
+        print_checks(rows)
     print_notes(rows, args, env)
     write_outputs(rows, args, env)
 

@@ -41,10 +41,14 @@ def review_pages(
     reads_scripts: frozenset[str] | None,
     min_confidence: float,
 ) -> None:
-    """Stamp each engine page with its rotation and warnings; note them in its Markdown."""
+    """Stamp each engine page with its rotation and warnings; note them in its Markdown.
+
+    The rotation is the rasteriser's turn plus any the engine made itself (Tesseract turns
+    a page over when it reads far better that way: consumer/engines/readings.py).
+    """
     rotations = {image.number: image.rotation for image in images}
     for page in pages:
-        page.rotation = rotations.get(page.number, 0)
+        page.rotation = (rotations.get(page.number, 0) + page.rotation) % 360
         page.warnings = page_warnings(page, reads_scripts, min_confidence)
         if page.warnings and page.markdown is not None:
             notes = warning_notes(page.warnings)

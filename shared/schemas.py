@@ -233,6 +233,12 @@ class Page(Base):
     # Degrees (0, 90, 180, 270, counter-clockwise) the page image was turned to stand
     # upright before recognition; width, height and every bbox refer to the upright page.
     rotation: int = 0
+    # Degrees (counter-clockwise) a page scanned askew was straightened before recognition;
+    # its boxes still refer to the page as rendered (upright, not straightened).
+    skew: float = 0.0
+    # True when the engine read the page a second way (a receipt: also as one block) and
+    # kept the reading with more confidence-weighted text.
+    reread: bool = False
     confidence: float | None = None  # the engine's mean confidence, 0..1, where it has one
     scripts: list[str] = msgspec.field(default_factory=list)  # e.g. ["Latin"], where detected
     # Why this page's text may be wrong (low confidence, a script the engine cannot read);

@@ -44,6 +44,11 @@ MAX_WORD_COVER = 0.5
 WIPE_MIN_CONFIDENCE = 0.5
 WIPE_MAX_HEIGHT = 3.0
 CAPTION_WORDS = ("figure", "fig.", "fig", "table", "tab.")
+# A "figure" whose lines are mostly (this share, at least this many) lines of two or more
+# words read at this mean confidence is text among rules and marks: its words stay text.
+MIN_TEXT_LINES = 3
+TEXT_LINE_SHARE = 0.5
+TEXT_LINE_CONFIDENCE = 0.6
 
 
 def find_figures(
@@ -73,8 +78,8 @@ def find_figures(
             continue
         if _figure_like(box, width, height, words):
             found.append(box)
-    figures = _merge([*found, *known])
-    return sorted(_grow(box, words) for box in figures)
+    figures = [_grow(box, words) for box in _merge([*found, *known])]
+    return sorted(box for box in figures if not _mostly_text_lines(box, words))
 
 
 def _paper(grey: NDArray[np.int16]) -> int:
@@ -173,6 +178,22 @@ def _figure_like(box: Rect, width: int, height: int, words: Sequence[ReadWord]) 
         return False
     covered = sum(area(clip(word.box, box)) for word in words if centre_inside(word.box, box))
     return covered <= MAX_WORD_COVER * w * h
+
+
+def _mostly_text_lines(box: Rect, words: Sequence[ReadWord]) -> bool:
+    """Whether most of the lines read inside the box are confident lines of several words.
+
+    Measured: a diagram's labels are a quarter of its lines (5 of 21: short, scattered); a
+    skewed form's ruled boxes taken whole for a picture held 47 of 54; a receipt's totals
+    beside a circled handwritten sum 3 of 3. A chart's tick labels are one word a line.
+    """
+    lines = _engine_lines([word for word in words if centre_inside(word.box, box)])
+    confident = [
+        line
+        for _, line in lines
+        if len(line) >= 2 and sum(w.confidence for w in line) / len(line) >= TEXT_LINE_CONFIDENCE
+    ]
+    return len(confident) >= MIN_TEXT_LINES and len(confident) >= TEXT_LINE_SHARE * len(lines)
 
 
 def _merge(boxes: list[Rect]) -> list[Rect]:

@@ -138,10 +138,15 @@ def scanned_blocks(
     taken |= {i for i, word in enumerate(words) if any(centre_inside(word.box, f) for f in figures)}
     source = WordText([word for i, word in enumerate(words) if i not in taken], scale)
     blocks = [block for block in page_blocks(layout, frame, source) if block.label != "figure"]
+    # A speck read as "." or "=" gets a region of its own that the layout model may put
+    # first (a receipt's bottom speck came before its title): such blocks are placed by
+    # position, last, so that nothing else is ordered against them.
+    specks = [block for block in blocks if not any(c.isalnum() for c in block.text)]
+    blocks = [block for block in blocks if any(c.isalnum() for c in block.text)]
     blocks = _insert_leftovers(blocks, source.unclaimed(), frame, scale)
     pixels = Frame(width, height, width, height)
     found = [table.block for table in tables] + [_figure(pixels, box) for box in figures]
-    for block in found:
+    for block in [*found, *specks]:
         insert_in_order(blocks, block)
     mark_captions(blocks)
     return blocks

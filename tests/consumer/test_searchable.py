@@ -20,7 +20,8 @@ from PIL import Image
 from support.documents import garbage_pdf, scanned_pdf
 
 from ocrq.consumer.engines.base import Word
-from ocrq.consumer.engines.tesseract import paragraph_blocks, tessdata_dir
+from ocrq.consumer.engines.readings import paragraph_blocks
+from ocrq.consumer.engines.tesseract import tessdata_dir
 from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.raster import normalise_image, render_pdf_page
 from ocrq.consumer.searchable import build_searchable_pdf

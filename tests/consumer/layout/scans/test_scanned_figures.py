@@ -130,3 +130,31 @@ def test_a_forms_dotted_entry_fields_are_no_figure(tmp_path: Path) -> None:
     image.save(path)
 
     assert find_figures(str(path), []) == []
+
+
+def _lines_of_words(lines: list[tuple[str, ...]], top: float) -> list[ReadWord]:
+    return [
+        ReadWord(text, (210.0 + 120 * i, top + 90 * k, 300.0 + 120 * i, top + 20 + 90 * k), 0.9, k)
+        for k, line in enumerate(lines)
+        for i, text in enumerate(line)
+    ]
+
+
+def test_a_mark_over_lines_of_confident_text_leaves_the_text_as_text(tmp_path: Path) -> None:
+    # A receipt's totals with a handwritten sum circled over them: the dark mark is big
+    # enough to be a figure, but the lines in its box are lines of confidently read words.
+    path = _page(tmp_path, (200, 300, 600, 600))
+    lines = [("Total", "Amount:", "31.00"), ("Cash", "Received:", "101.00"), ("Change", "70.00")]
+
+    assert find_figures(path, _lines_of_words(lines, 320.0)) == []
+
+
+def test_a_diagram_with_a_few_labels_among_many_marks_stays_a_figure(tmp_path: Path) -> None:
+    path = _page(tmp_path, (200, 300, 600, 600))
+    labels = _lines_of_words([("LIR", "Trace"), ("loop", "edge"), ("Compiled", "Trace")], 320.0)
+    marks = [
+        ReadWord("~", (220.0 + 40 * i, 330.0 + 30 * i, 230.0 + 40 * i, 340.0 + 30 * i), 0.3, 10 + i)
+        for i in range(8)
+    ]
+
+    assert len(find_figures(path, labels + marks)) == 1

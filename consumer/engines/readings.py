@@ -1,0 +1,171 @@
+"""Second opinions where Tesseract's first reading of a page is weak, the better one kept.
+
+Two readings, each measured on real pages (BENCHMARKS.md, "Reading quality"):
+
+- Upside down: the orientation classifier turns about one receipt in ten the wrong way up
+  (3 of 30 SROIE receipts, at scores of 0.73-0.91), and Tesseract's OSD is no better judge.
+  Text read upside down comes back as confident-looking garbage, but its mean confidence is
+  low; a page read below ``FLIP_BELOW`` is read again turned half a turn, and the turn is
+  kept when that reading is clearly more confident.
+- Till rolls: Tesseract splits a receipt's "TOTAL ..... 60.31" rows into separate columns
+  and drops faint or dotted parts; read as one block they stay whole. A narrow page is read
+  both ways and the reading with more confidence-weighted characters wins. Wider pages keep
+  the automatic layout, where one block would interleave columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from PIL import Image
+
+from ocrq.consumer.engines.cpu import text_block
+from ocrq.consumer.layout.words import ReadWord
+from ocrq.shared.schemas import Block
+
+# tesserocr's PSM.AUTO and PSM.SINGLE_BLOCK, named here so that the parent process, which
+# never reads, does not load libtesseract to import them.
+PSM_AUTO = 3
+PSM_SINGLE_BLOCK = 6
+# Narrower than this (width over height) a page is a till roll. SROIE receipts measure
+# 0.34-0.59 (some scanned on a sheet, 0.70-0.77); A4 and Letter pages 0.71-0.77.
+NARROW_PAGE = 0.6
+# Mean confidence below which a page may be upside down. Measured: upright receipts read at
+# 0.55-0.93 (most above 0.75), pages read upside down at 0.30-0.50.
+FLIP_BELOW = 0.6
+FLIP_MARGIN = 0.15  # how much more confident the turned reading must be to be kept
+
+ApiFor = Callable[[str, int], Any]
+
+
+class Reading(NamedTuple):
+    """One reading of a page: the image read, its words, its paragraphs, its confidence.
+
+    The paragraphs are taken at once: the API that made them reads the next image next.
+    """
+
+    path: str  # the image it read
+    words: list[ReadWord]
+    paragraphs: list[Block]
+    confidence: float | None
+    turned: bool = False  # True: read turned half a turn from the image it was given
+    reread: bool = False  # True: a second reading was made and compared
+
+
+def read_image(api: Any, path: str, width: int, height: int) -> Reading:
+    """One full recognition of an image file by this API."""
+    api.SetImageFile(path)
+    api.Recognize()
+    words = read_words(api)
+    confidence = round(api.MeanTextConf() / 100, 4) if words else None
+    return Reading(path, words, paragraph_blocks(api, width, height), confidence)
+
+
+def best_reading(
+    api_for: ApiFor, languages: str, first: Reading, width: int, height: int
+) -> Reading:
+    """The page's best reading from its first one (automatic layout): upright or turned
+    over, as laid out or as one block."""
+    reading = _right_way_up(api_for, languages, first, width, height)
+    if width >= NARROW_PAGE * height:
+        return reading
+    block = read_image(api_for(languages, PSM_SINGLE_BLOCK), reading.path, width, height)
+    best = block if weight(block.words) > weight(reading.words) else reading
+    return best._replace(turned=reading.turned, reread=True)
+
+
+def _right_way_up(
+    api_for: ApiFor, languages: str, first: Reading, width: int, height: int
+) -> Reading:
+    """The first reading, or the page read turned over when that is far more confident."""
+    if first.confidence is None or first.confidence >= FLIP_BELOW:
+        return first
+    turned = turned_over(first.path)
+    second = read_image(api_for(languages, PSM_AUTO), turned, width, height)
+    if (second.confidence or 0.0) >= first.confidence + FLIP_MARGIN:
+        return second._replace(turned=True, reread=True)
+    Path(turned).unlink(missing_ok=True)
+    return first._replace(reread=True)
+
+
+def turned_over(path: str) -> str:
+    """The image turned half a turn, written beside it (PNG, resolution kept)."""
+    with Image.open(path) as image:
+        dpi = image.info.get("dpi")
+        turned = image.convert("RGB").rotate(180)
+    target = Path(path).with_name(f"{Path(path).stem}-turned.png")
+    turned.save(target, format="PNG", compress_level=1, **({"dpi": dpi} if dpi else {}))
+    return str(target)
+
+
+def weight(words: list[ReadWord]) -> float:
+    """Characters read, each counted by its word's confidence."""
+    return sum(len(w.text) * w.confidence for w in words)
+
+
+def read_words(api: Any) -> list[ReadWord]:
+    """Tesseract's words in its reading order, each with its box, confidence and line."""
+    from tesserocr import RIL
+
+    iterator = api.GetIterator()
+    if iterator is None:  # nothing on the page
+        return []
+    words: list[ReadWord] = []
+    line, size, baseline = -1, 0.0, 0.0
+    iterator.Begin()
+    while True:
+        if iterator.IsAtBeginningOf(RIL.TEXTLINE):
+            line += 1
+            size, baseline = _line_metrics(iterator)
+        try:
+            text = (iterator.GetUTF8Text(RIL.WORD) or "").strip()
+        except RuntimeError:  # "No text returned": an empty element
+            text = ""
+        box = iterator.BoundingBox(RIL.WORD)
+        if text and box:
+            confidence = iterator.Confidence(RIL.WORD) / 100
+            words.append(ReadWord(text, _rect(box), confidence, line, size, baseline))
+        if not iterator.Next(RIL.WORD):
+            return words
+
+
+def _rect(box: tuple[int, int, int, int]) -> tuple[float, float, float, float]:
+    return (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+
+
+def _line_metrics(iterator: Any) -> tuple[float, float]:
+    """The current line's font size (its row height) and baseline (mean y), 0 when unknown.
+
+    Measured on a 200 DPI scan: the row height keeps a heading's size over the body's (1.27
+    for 14 over 10.5 pt), where the box of a line without descenders shrinks (1.07).
+    """
+    from tesserocr import RIL
+
+    try:
+        row = iterator.RowAttributes()
+        (_, y0), (_, y1) = iterator.Baseline(RIL.TEXTLINE)
+    except (RuntimeError, TypeError, ValueError):
+        return 0.0, 0.0
+    return float(row.get("row_height", 0.0)), (float(y0) + float(y1)) / 2
+
+
+def paragraph_blocks(api: Any, width: int, height: int) -> list[Block]:
+    """Tesseract's paragraphs in its reading order, each a text block with its box."""
+    from tesserocr import RIL, iterate_level
+
+    iterator = api.GetIterator()
+    if iterator is None:  # nothing on the page
+        return []
+    blocks = []
+    for item in iterate_level(iterator, RIL.PARA):
+        try:
+            text = (item.GetUTF8Text(RIL.PARA) or "").strip()
+        except RuntimeError:  # "No text returned": an empty region (a rule, a picture)
+            continue
+        box = item.BoundingBox(RIL.PARA)
+        if text and box:
+            confidence = item.Confidence(RIL.PARA) / 100
+            blocks.append(text_block(box, text, confidence, width, height))
+    return blocks
