@@ -32,6 +32,9 @@ PSM_SINGLE_BLOCK = 6
 # Narrower than this (width over height) a page is a till roll. SROIE receipts measure
 # 0.34-0.59 (some scanned on a sheet, 0.70-0.77); A4 and Letter pages 0.71-0.77.
 NARROW_PAGE = 0.6
+# A receipt scanned on a sheet: its text's extent, width over height. Measured: SROIE
+# receipts on A4-shaped scans 0.31-0.40, pages of prose, papers and forms 0.60-0.79.
+NARROW_TEXT = 0.5
 # Mean confidence below which a page may be upside down. Measured: upright receipts read at
 # 0.55-0.93 (most above 0.75), pages read upside down at 0.30-0.50.
 FLIP_BELOW = 0.6
@@ -52,6 +55,7 @@ class Reading(NamedTuple):
     confidence: float | None
     turned: bool = False  # True: read turned half a turn from the image it was given
     reread: bool = False  # True: a second reading was made and compared
+    till_roll: bool = False  # True: a receipt (is_till_roll)
 
 
 def read_image(api: Any, path: str, width: int, height: int) -> Reading:
@@ -69,11 +73,24 @@ def best_reading(
     """The page's best reading from its first one (automatic layout): upright or turned
     over, as laid out or as one block."""
     reading = _right_way_up(api_for, languages, first, width, height)
-    if width >= NARROW_PAGE * height:
+    if not is_till_roll(reading.words, width, height):
         return reading
     block = read_image(api_for(languages, PSM_SINGLE_BLOCK), reading.path, width, height)
     best = block if weight(block.words) > weight(reading.words) else reading
-    return best._replace(turned=reading.turned, reread=True)
+    return best._replace(turned=reading.turned, reread=True, till_roll=True)
+
+
+def is_till_roll(words: list[ReadWord], width: int, height: int) -> bool:
+    """A narrow page, or a page whose confidently read text forms a narrow column (a receipt
+    scanned on a sheet)."""
+    if width < NARROW_PAGE * height:
+        return True
+    sure = [w.box for w in words if w.confidence >= 0.5]
+    if not sure:
+        return False
+    text_width = max(b[2] for b in sure) - min(b[0] for b in sure)
+    text_height = max(b[3] for b in sure) - min(b[1] for b in sure)
+    return text_width < NARROW_TEXT * text_height
 
 
 def _right_way_up(

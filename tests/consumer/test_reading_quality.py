@@ -167,3 +167,19 @@ async def test_a_receipt_in_capitals_is_read_as_latin_not_russian(
     assert page.scripts in ([], ["Latin"])
     assert not re.search(r"[\u0400-\u04ff]", page.markdown or "")
     assert {"JOHOR", "BAHRU", "INVOICE"} <= set((page.markdown or "").upper().split())
+
+
+async def test_a_receipt_scanned_on_a_sheet_is_read_as_a_till_roll(
+    engine: TesseractEngine, tmp_path: Path
+) -> None:
+    # The same receipt in the middle of an A4-shaped scan: the page is not narrow, its text is.
+    with Image.open(DATA / "sroie-001.jpg") as receipt:
+        sheet = Image.new("RGB", (1420, 2000), "white")
+        sheet.paste(receipt.convert("RGB"), (490, 300))
+    sheet.save(tmp_path / "sheet.png")
+
+    page = await read(engine, page_image(tmp_path / "sheet.png"))
+
+    assert page.reread is True
+    assert [b.label for b in page.blocks] == ["text"] * len(page.blocks)  # no broken tables
+    assert {"60.31", "70.30"} <= set(re.findall(r"\d+\.\d\d", page.markdown or ""))
