@@ -45,9 +45,8 @@ def print_checks(rows: Sequence[RowLike], engines: tuple[str, str] = ("ocrq", "t
     scored = [
         r
         for r in rows
-        if r.trusted and all(not r.scores[e].error for e in engines if e in r.scores)
+        if r.trusted and all(e in r.scores and not r.scores[e].error for e in engines)
     ]
-    scored = [r for r in scored if all(e in r.scores for e in engines)]
     print("\nper kind (character-weighted CER):")
     for kind, _ in KINDS:
         group = [r for r in scored if kind_of(r.name) == kind]

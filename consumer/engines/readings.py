@@ -19,9 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from PIL import Image
-
 from ocrq.consumer.engines.cpu import text_block
+from ocrq.consumer.engines.straighten import straightened
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.schemas import Block
 
@@ -99,22 +98,13 @@ def _right_way_up(
     """The first reading, or the page read turned over when that is far more confident."""
     if first.confidence is None or first.confidence >= FLIP_BELOW:
         return first
-    turned = turned_over(first.path)
+    # PIL turns by exactly half a turn without resampling: the same pixels, upside down.
+    turned = straightened(first.path, 180, suffix="turned")
     second = read_image(api_for(languages, PSM_AUTO), turned, width, height)
     if (second.confidence or 0.0) >= first.confidence + FLIP_MARGIN:
         return second._replace(turned=True, reread=True)
     Path(turned).unlink(missing_ok=True)
     return first._replace(reread=True)
-
-
-def turned_over(path: str) -> str:
-    """The image turned half a turn, written beside it (PNG, resolution kept)."""
-    with Image.open(path) as image:
-        dpi = image.info.get("dpi")
-        turned = image.convert("RGB").rotate(180)
-    target = Path(path).with_name(f"{Path(path).stem}-turned.png")
-    turned.save(target, format="PNG", compress_level=1, **({"dpi": dpi} if dpi else {}))
-    return str(target)
 
 
 def weight(words: list[ReadWord]) -> float:

@@ -15,12 +15,14 @@ refer to the same pixels as a page that needed no straightening.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 import numpy
 from PIL import Image, ImageOps
 
+from ocrq.consumer.layout.structure import Frame
 from ocrq.shared.schemas import Block, Cell
 
 MIN_DEGREES = 1.0  # below this, Tesseract's own line finding copes (measured: 0.3-0.9)
@@ -69,14 +71,15 @@ def _sharpness(ink: Image.Image, angle: float) -> float:
     return float(numpy.square(numpy.diff(rows)).sum())
 
 
-def straightened(path: str, angle: float) -> str:
-    """The page image turned by `angle` degrees about its centre, same size, white corners."""
+def straightened(path: str, angle: float, suffix: str = "straight") -> str:
+    """The page image turned by `angle` degrees about its centre, same size, white corners,
+    written beside it as ``<stem>-<suffix>.png`` (resolution kept)."""
     with Image.open(path) as image:
         dpi = image.info.get("dpi")
         turned = image.convert("RGB").rotate(
             angle, resample=Image.Resampling.BICUBIC, fillcolor=(255, 255, 255)
         )
-    target = Path(path).with_name(f"{Path(path).stem}-straight.png")
+    target = Path(path).with_name(f"{Path(path).stem}-{suffix}.png")
     turned.save(target, format="PNG", compress_level=1, **({"dpi": dpi} if dpi else {}))
     return str(target)
 
@@ -107,33 +110,20 @@ def unturn_blocks(blocks: list[Block], angle: float, width: int, height: int) ->
 def _unturn_block(block: Block, angle: float, width: int, height: int) -> Block:
     if not block.bbox_px:
         return block
-    x0, y0, x1, y1 = unturn_box(tuple(map(float, block.bbox_px)), angle, width, height)  # type: ignore[arg-type]
+    box = unturn_box(_box(block.bbox_px), angle, width, height)
+    bbox, bbox_px = Frame(width, height, width, height).place(box)
     table = block.table
     if table is not None:
         cells = [_unturn_cell(cell, angle, width, height) for cell in table.cells]
         table = msgspec.structs.replace(table, cells=cells)
-    return msgspec.structs.replace(
-        block,
-        bbox=[
-            round(x0 / width, 4),
-            round(y0 / height, 4),
-            round(x1 / width, 4),
-            round(y1 / height, 4),
-        ],
-        bbox_px=[math.floor(x0), math.floor(y0), math.ceil(x1), math.ceil(y1)],
-        table=table,
-    )
+    return msgspec.structs.replace(block, bbox=bbox, bbox_px=bbox_px, table=table)
 
 
 def _unturn_cell(cell: Cell, angle: float, width: int, height: int) -> Cell:
     if len(cell.bbox) != 4:
         return cell
-    pixels = (
-        cell.bbox[0] * width,
-        cell.bbox[1] * height,
-        cell.bbox[2] * width,
-        cell.bbox[3] * height,
-    )
+    x0, y0, x1, y1 = _box(cell.bbox)
+    pixels = (x0 * width, y0 * height, x1 * width, y1 * height)
     x0, y0, x1, y1 = unturn_box(pixels, angle, width, height)
     bbox = [
         round(x0 / width, 4),
@@ -142,3 +132,7 @@ def _unturn_cell(cell: Cell, angle: float, width: int, height: int) -> Cell:
         round(y1 / height, 4),
     ]
     return msgspec.structs.replace(cell, bbox=bbox)
+
+
+def _box(values: Sequence[float]) -> Box:
+    return (float(values[0]), float(values[1]), float(values[2]), float(values[3]))
