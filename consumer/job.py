@@ -7,6 +7,7 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import structlog
@@ -14,6 +15,7 @@ import structlog
 from ocrq.consumer.assemble import assemble
 from ocrq.consumer.documents import DocumentSpool, page_limit
 from ocrq.consumer.engines.base import EngineOutput
+from ocrq.consumer.fields.reader import FieldReader
 from ocrq.consumer.heartbeat import Abandoned, Heartbeat
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.pages import JobPages, PageReader, Report, Tally
@@ -24,7 +26,16 @@ from ocrq.shared.blobs.base import BlobError, BlobMissing, BlobStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, Field, JobRecord
-from ocrq.shared.schemas import DocumentRef, EngineInfo, Page, Result, Status, Timings
+from ocrq.shared.schemas import (
+    DocumentRef,
+    EngineInfo,
+    ErrorBody,
+    Fields,
+    Page,
+    Result,
+    Status,
+    Timings,
+)
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, Usage, now_ms
 from ocrq.shared.tracing import annotate, span, tracing_active
@@ -60,6 +71,7 @@ class JobRunner:
     blobs: BlobStore | None = None  # the object store (OCRQ_BLOB_URL), when configured
     documents: DocumentSpool | None = None  # None: inline documents only (no store, no URLs)
     results: ResultWriter | None = None  # None: results go to Redis
+    fields: FieldReader | None = None  # the extract option; None: key-value, made per job
 
     def spool(self) -> DocumentSpool:
         """How this worker turns a job's document into a file."""
@@ -198,6 +210,8 @@ class JobRunner:
                 timings=self._timings(job, queued_ms),
                 keep_furniture=job.options.keep_headers_footers,
             )
+            if job.options.extract:
+                result.fields = await self._fields(job, job.options.extract, result, outputs)
             searchable = await self._searchable_pdf(job, result, outputs)
             result.images = sorted(name.removeprefix(FIGURES) for name in {*job.files, *stored})
             if self.results is not None:
@@ -238,6 +252,29 @@ class JobRunner:
                 raise Abandoned(f"job is {status}" if status else "job is gone") from e
             message = "the document is gone from the store"
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
+
+    async def _fields(
+        self, job: JobPages, schema: dict[str, Any], result: Result, outputs: list[EngineOutput]
+    ) -> Fields:
+        """The extract option's fields; a failure there never fails the OCR result."""
+        reader = self.fields or FieldReader(self.settings.extract, None)
+        words = {n: w for out in outputs for n, w in out.words.items()}
+        started = time.monotonic()
+        try:
+            fields = await reader.read(schema, result, words, job.doc)
+        except Exception as e:  # a bug in reading fields must not cost the user the text
+            log.exception("fields_crashed", error=repr(e))
+            message = f"fields could not be read: {type(e).__name__}"
+            fields = Fields(error=ErrorBody(code=ErrorCode.EXTRACT_ERROR.value, message=message))
+        found = sum(1 for s in fields.sources if s.grounded)
+        log.info(
+            "fields",
+            method=fields.method,
+            grounded=found,
+            error=bool(fields.error),
+            seconds=round(time.monotonic() - started, 3),
+        )
+        return fields
 
     async def _searchable_pdf(
         self, job: JobPages, result: Result, outputs: list[EngineOutput]

@@ -20,6 +20,7 @@ from ocrq.consumer.circuit import EngineCircuit
 from ocrq.consumer.documents import DocumentSpool
 from ocrq.consumer.engines.base import Engine
 from ocrq.consumer.engines.cpu import CpuEngine
+from ocrq.consumer.fields.reader import FieldReader
 from ocrq.consumer.flow import PageFlow
 from ocrq.consumer.job import JobRunner
 from ocrq.consumer.metrics import HealthServer, WorkerMetrics
@@ -157,6 +158,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
     workspace = claim_worker_folder(root, me)
     redis, http, pool = make_redis(settings), http_client(settings), raster_pool(settings)
     hooks_http = webhook_client(settings)
+    fields_http = httpx.AsyncClient(timeout=settings.extract.extract_timeout_s)  # LLM fields
     engine = make_engine(settings, http)
     circuit = EngineCircuit(engine.probe, settings)
     flow = page_flow(settings, engine)
@@ -184,8 +186,9 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         )
         documents = DocumentSpool(settings, blobs, source_fetcher(settings, sources_http), spool)
         results = ResultWriter(blobs, settings.blobs.blob_outage_s) if blobs else None
+        fields = FieldReader(settings.extract, fields_http)
         runner = JobRunner(
-            settings, store, reader, metrics, me, workspace, blobs, documents, results
+            settings, store, reader, metrics, me, workspace, blobs, documents, results, fields
         )
         log.info(
             "worker_started",
@@ -210,6 +213,7 @@ async def serve(settings: Settings, stop: asyncio.Event, *, burst: bool = False)
         await engine.aclose()
         await http.aclose()
         await hooks_http.aclose()
+        await fields_http.aclose()
         await sources_http.aclose()
         if blobs is not None:
             await blobs.aclose()

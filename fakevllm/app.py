@@ -12,6 +12,8 @@ from typing import Any
 import msgspec
 
 from ocrq.fakevllm.completion import (
+    CHARS_PER_TOKEN,
+    Answer,
     DecodedImage,
     completion_body,
     context_error,
@@ -21,7 +23,8 @@ from ocrq.fakevllm.completion import (
 )
 from ocrq.fakevllm.config import FakeConfig, updated_config
 from ocrq.fakevllm.h11server import DropConnection, HttpRequest, HttpResponse
-from ocrq.fakevllm.protocol import ChatRequest, ProtocolError, parse_chat_request
+from ocrq.fakevllm.protocol import ChatRequest, ProtocolError, check_model, parse_chat_request
+from ocrq.fakevllm.structured import chat_text, structured_reply, structured_schema
 
 ERROR_TYPES = {
     400: "BadRequestError",
@@ -104,6 +107,7 @@ class Traffic:
     requests: int = 0
     request_bytes: int = 0  # request bodies as they arrived
     images: int = 0  # images read and decoded, from data URIs and files alike
+    structured: int = 0  # structured-output (field extraction) requests answered
 
 
 class FakeVllmApp:
@@ -257,6 +261,9 @@ class FakeVllmApp:
     async def answer(self, body: Any) -> HttpResponse:
         """Validate, decode the images off the loop, wait for a slot, 'generate'."""
         config = self.config
+        schema = structured_schema(body) if isinstance(body, dict) else None
+        if schema is not None:
+            return self.answer_structured(body, schema)
         chat, images = await asyncio.to_thread(read_chat_request, body, config)
         self.traffic.images += len(images)
         prompt = prompt_tokens(chat, images, config.profile)
@@ -271,6 +278,17 @@ class FakeVllmApp:
         truncate = self.take("truncate_next", 0.0)
         reply = make_answer(chat, images, config.profile, truncate=truncate)
         return json_response(completion_body(reply, config.model))
+
+    def answer_structured(self, body: dict[str, Any], schema: dict[str, Any]) -> HttpResponse:
+        """A structured-output request: JSON for its schema, read from its text."""
+        check_model(body, self.config)
+        self.traffic.structured += 1
+        broken = self.take("invalid_json_next", 0.0)
+        content = structured_reply(body, schema, broken)
+        tokens = max(1, len(content) // CHARS_PER_TOKEN)
+        prompt = max(1, len(chat_text(body)) // CHARS_PER_TOKEN)
+        answer = Answer(content, "stop", prompt, tokens)
+        return json_response(completion_body(answer, self.config.model))
 
 
 def read_chat_request(body: Any, config: FakeConfig) -> tuple[ChatRequest, list[DecodedImage]]:

@@ -64,6 +64,7 @@ class FakeConfig(msgspec.Struct, kw_only=True):
     drop_next: Count = 0
     slow_start_s: Seconds = 0.0  # counted from start, or from the /_config call that sets it
     truncate_next: Count = 0
+    invalid_json_next: Count = 0  # structured-output replies that do not follow the schema
     seed: int = 0
     max_recorded: Count = 1000  # request bodies kept for GET /_requests (oldest dropped)
     # vLLM's --allowed-local-media-path: file:// images are read only from under this

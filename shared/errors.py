@@ -34,6 +34,8 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     POISONED = "poisoned"
     INTERNAL = "internal"
+    # Not a job's error: the fields of a done job could not be extracted (Result.fields.error).
+    EXTRACT_ERROR = "extract_error"
 
 
 HTTP_STATUS: dict[ErrorCode, int] = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -78,6 +78,9 @@ class JobOptions(Inbound):
     # With an object store: also write the result (<stem>.md, <stem>.json) under this key
     # prefix of the store, which must lie under one of the tenant's OCRQ_SOURCE_PREFIXES.
     output_prefix: Annotated[str, msgspec.Meta(max_length=512)] | None = None
+    # A JSON Schema (an object at the top): the fields to read from the document, given in
+    # Result.fields with the page and boxes each came from. shared/field_schema.py checks it.
+    extract: dict[str, Any] | None = None
 
 
 class DocumentRef(Base):
@@ -280,6 +283,37 @@ class Usage(Base):
     completion_tokens: int = 0
 
 
+ExtractMethod = Literal["llm", "key_value"]
+
+
+class FieldSource(Base):
+    """Where one extracted value came from: its page and boxes, or ungrounded.
+
+    ``path`` names the value in ``Fields.values`` (``total``, ``items/0/price``); ``boxes``
+    are 0..1 of the page, one per line of words the text was read from. A value not found on
+    any page is ``grounded: false``, with no page and no boxes (never a made-up place).
+    """
+
+    path: str
+    value: Any
+    text: str = ""  # the words on the page it was read from
+    page: int | None = None
+    boxes: list[list[float]] = msgspec.field(default_factory=list)
+    confidence: float = 0.0  # 0..1
+    grounded: bool = False
+
+
+class Fields(Base):
+    """What the ``extract`` option found: values that validate against the job's schema."""
+
+    values: dict[str, Any] = msgspec.field(default_factory=dict)
+    sources: list[FieldSource] = msgspec.field(default_factory=list)
+    method: ExtractMethod = "key_value"
+    model: str = ""  # the LLM that answered (method llm)
+    # The job is done either way: the OCR result stays when the fields could not be read.
+    error: ErrorBody | None = None
+
+
 class Result(Base):
     """The OCR result of one job."""
 
@@ -296,6 +330,7 @@ class Result(Base):
     engine: EngineInfo | None = None
     timings: Timings = msgspec.field(default_factory=Timings)
     usage: Usage = msgspec.field(default_factory=Usage)
+    fields: Fields | None = None  # with the extract option
 
 
 class Progress(Base):

@@ -251,6 +251,20 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
         return "vllm" if self.vllm_url else "local"
 
 
+class ExtractSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Fields against a schema (the ``extract`` option): an LLM server, or the page alone."""
+
+    # Any OpenAI-compatible server (vLLM answers with structured outputs, constrained to the
+    # schema); empty: the worker's own key-value reading of the page (no LLM).
+    extract_url: str = ""
+    extract_model: str = ""  # empty: the first model the server lists (GET /v1/models)
+    extract_api_key: str = ""
+    extract_timeout_s: float = 120.0  # one request, connect to last byte
+    extract_retries: int = 2  # replies that do not validate are asked for again this often
+    max_extract_schema_bytes: int = 16_384  # the extract option's JSON, at most
+    extract_max_chars: int = 60_000  # of the job's text sent to the LLM; the rest is cut
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every knob of ocrq, grouped by concern; each default works on a laptop.
 
@@ -267,6 +281,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ocr: OcrSettings = msgspec.field(default_factory=OcrSettings)
     blobs: BlobSettings = msgspec.field(default_factory=BlobSettings)
     tenancy: TenancySettings = msgspec.field(default_factory=TenancySettings)
+    extract: ExtractSettings = msgspec.field(default_factory=ExtractSettings)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
 
@@ -345,6 +360,7 @@ GROUPS: dict[str, type[msgspec.Struct]] = {
     "ocr": OcrSettings,
     "blobs": BlobSettings,
     "tenancy": TenancySettings,
+    "extract": ExtractSettings,
 }
 # Each setting's group ("" for the few at the top level), by field name: OCRQ_ + name.upper().
 SETTING_GROUPS: dict[str, str] = {

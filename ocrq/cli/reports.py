@@ -19,7 +19,7 @@ from rich.table import Table
 from ocrq.client import Client
 from ocrq.client.calls import TextFormat
 from ocrq.shared.render.formats import SUFFIXES
-from ocrq.shared.schemas import Result
+from ocrq.shared.schemas import Fields, Result
 
 SUMMARY_COLUMNS = ("file", "job_id", "status", "pages", "seconds", "error")
 FORMAT_CHOICES = (*SUFFIXES, "md")  # the formats a file can be written in ("md": markdown)
@@ -102,10 +102,17 @@ def result_text(result: Result, fmt: str) -> str:
     return result.markdown if result.markdown.endswith("\n") else result.markdown + "\n"
 
 
+def fields_text(fields: Fields) -> str:
+    """A job's fields as pretty JSON."""
+    return msgspec.json.format(msgspec.json.encode(fields), indent=2).decode() + "\n"
+
+
 def fetch_output(client: Client, job: str, fmt: str) -> str | bytes:
     """A done job's result in a format its view does not hold (one more request)."""
     if fmt == "pdf":
         return client.result(job, format="pdf")
+    if fmt == "fields":
+        return fields_text(client.fields(job))
     return client.result(job, format=TEXT_FORMATS[fmt])
 
 
@@ -129,6 +136,7 @@ def job_options(args: argparse.Namespace) -> dict[str, Any]:
         "text_layer": args.text_layer,
         "pages": args.pages,
         "keep_headers_footers": args.keep_headers_footers or None,
+        "extract": getattr(args, "extract", None),
         # A searchable PDF is kept only when asked for: writing one asks for it.
         "searchable_pdf": output_format(args.format) == "pdf" or None,
     }

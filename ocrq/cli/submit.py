@@ -20,6 +20,7 @@ from ocrq.cli.reports import (
     IN_VIEW,
     TEXT_FORMATS,
     FileReport,
+    fields_text,
     job_options,
     out_paths,
     output_format,
@@ -213,6 +214,8 @@ class UploadRun:
             return result_text(view.result or await self.client.result(view), self.fmt)
         if self.fmt == "pdf":
             return await self.client.result(view, format="pdf")
+        if self.fmt == "fields":
+            return fields_text(await self.client.fields(view))
         return await self.client.result(view, format=TEXT_FORMATS[self.fmt])
 
 

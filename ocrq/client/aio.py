@@ -35,6 +35,7 @@ from ocrq.shared.schemas import (
     BatchAccepted,
     BatchView,
     Capabilities,
+    Fields,
     JobList,
     JobView,
     Page,
@@ -270,6 +271,11 @@ class AsyncClient(ClientBase[httpx.AsyncClient]):
     async def page(self, job: JobRef, number: int) -> Page:
         """One page's result as soon as that page is read (Conflict until then)."""
         return calls.decode(await self._send(calls.page(job, number)), Page)
+
+    async def fields(self, job: JobRef) -> Fields:
+        """The fields the job's ``extract`` schema asked for, each with where it was read."""
+        response = await self._send_for_result(job, calls.result(job, fmt="fields"))
+        return calls.decode(response, Fields)
 
     async def markdown(self, job: JobRef) -> str:
         """The result as Markdown."""

@@ -82,7 +82,7 @@ def result(
     job: JobRef,
     *,
     markdown: bool = False,
-    fmt: ResultFormat | None = None,
+    fmt: ResultFormat | Literal["fields"] | None = None,
     chunk_tokens: int | None = None,
     keep_headers_footers: bool | None = None,
 ) -> Call:

@@ -36,6 +36,7 @@ from ocrq.shared.schemas import (
     BatchAccepted,
     BatchView,
     Capabilities,
+    Fields,
     JobList,
     JobView,
     Page,
@@ -239,6 +240,10 @@ class Client(ClientBase[httpx.Client]):
     def page(self, job: JobRef, number: int) -> Page:
         """One page's result as soon as that page is read (Conflict until then)."""
         return calls.decode(self._send(calls.page(job, number)), Page)
+
+    def fields(self, job: JobRef) -> Fields:
+        """The fields the job's ``extract`` schema asked for, each with where it was read."""
+        return calls.decode(self._send_for_result(job, calls.result(job, fmt="fields")), Fields)
 
     def markdown(self, job: JobRef) -> str:
         """The result as Markdown."""

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ocrq.shared.sniff import sniff_media_type
 
 CHUNK_BYTES = 256 * 1024
@@ -93,7 +95,9 @@ def prepare_upload(source: Source, filename: str | None = None) -> Upload:
 
 
 def option_text(value: Any) -> str:
-    """An option as the query string carries it (booleans as true/false)."""
+    """An option as the query string carries it (booleans as true/false, a schema as JSON)."""
+    if isinstance(value, dict | list):
+        return msgspec.json.encode(value).decode()
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

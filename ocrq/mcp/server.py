@@ -68,6 +68,13 @@ Languages = Annotated[
     Field(description="local engine only: Tesseract codes joined by +, from eng, fra, deu"),
 ]
 Lane = Annotated[Literal["interactive", "batch"] | None, Field(description="queue lane")]
+Extract = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="a JSON Schema (an object) of fields to read; then the answer is the "
+        "fields as JSON (values, and for each its page, boxes, source text and confidence)"
+    ),
+]
 Profile = Annotated[
     str | None,
     Field(description="vLLM engine only: unlimited-ocr or deepseek-ocr, as the server serves"),
@@ -153,9 +160,11 @@ class Tools:
         languages: Languages = None,
         lane: Lane = None,
         profile: Profile = None,
+        extract: Extract = None,
         timeout_s: Annotated[float, Field(description="seconds to wait", gt=0)] = DEFAULT_TIMEOUT_S,
     ) -> str:
-        """OCR one document (path, url or content_base64), waiting; its Markdown (pages: a part)."""
+        """OCR one document (path, url or content_base64), waiting; its Markdown (pages: a
+        part), or with ``extract`` the fields the schema names, as JSON."""
         parse_pages(pages)  # a bad selection fails before anything is uploaded
         async with self.client() as client:
             job_id = await self.submit(
@@ -168,11 +177,14 @@ class Tools:
                 languages=languages,
                 lane=lane,
                 profile=profile,
+                extract=extract,
             )
             view = await follow(client, job_id, ctx, timeout_s)
             if view.status != Status.DONE:
                 raise JobFailed.of(view)
             result = view.result or await client.result(job_id)
+        if extract is not None and result.fields is not None:
+            return msgspec.json.encode(result.fields).decode()
         return render(result, pages, "markdown")
 
     @coded_errors

@@ -112,6 +112,8 @@ async def job_members(
             if pdf is not None:
                 members.append((stem + SUFFIXES[fmt], pdf))
             continue
+        if fmt == "fields" and not row.options.extract:
+            continue  # a job without the extract option has no fields to write
         how = Rendering(fmt, None, tokens)
         data = await rendered(stored, how, row.options.keep_headers_footers)
         if fmt in ("markdown", "html") and figures:

@@ -13,6 +13,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, Parameter
 from litestar.response import Stream
 
+from ocrq.producer.batches.fields_csv import fields_csv
 from ocrq.producer.batches.members import (
     job_members,
     member_stem,
@@ -41,8 +42,11 @@ RESULT_FIELDS = (
 )
 RESULTS_AT_ONCE = 8  # results read from the object store together (and held at once)
 Format = Annotated[
-    Literal["jsonl", "zip"] | None,
-    Parameter(description="jsonl (default) or zip; Accept: application/zip works too"),
+    Literal["jsonl", "zip", "csv"] | None,
+    Parameter(
+        description="jsonl (default), zip (Accept: application/zip works too), or csv: the "
+        "fields of a batch submitted with options.extract, a row per document"
+    ),
 ]
 Formats = Annotated[
     str | None,
@@ -175,6 +179,15 @@ async def batch_results(
         format is None
         and (formats is not None or "application/zip" in request.headers.get("accept", ""))
     )
+    if format == "csv":
+        if not record.options.extract:
+            message = f"batch {record.id} has no fields: submit it with options.extract"
+            raise OcrqError(ErrorCode.NOT_ACCEPTABLE, message)
+        disposition = f'attachment; filename="batch-{safe_name(record.id)}.csv"'
+        rows = fields_csv(finished_jobs(rt, record.id), record.options.extract)
+        return Stream(
+            await started(rows), media_type="text/csv", headers={"Content-Disposition": disposition}
+        )
     if wants_zip:
         # The stored id (the id's shape was checked), never the path as sent.
         disposition = f'attachment; filename="batch-{safe_name(record.id)}.zip"'

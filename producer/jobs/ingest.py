@@ -126,8 +126,14 @@ def parse_options(raw: Mapping[str, Any]) -> JobOptions:
         raise OcrqError(
             ErrorCode.INVALID_REQUEST, f"unknown option(s): {', '.join(sorted(unknown))}"
         )
+    values = dict(raw)
+    if isinstance(values.get("extract"), str | bytes):  # a form field or query: JSON text
+        try:
+            values["extract"] = msgspec.json.decode(values["extract"])
+        except msgspec.DecodeError as e:
+            raise OcrqError(ErrorCode.INVALID_REQUEST, f"extract: not JSON ({e})") from e
     try:
-        return msgspec.convert(dict(raw), JobOptions, strict=False)
+        return msgspec.convert(values, JobOptions, strict=False)
     except msgspec.ValidationError as e:
         raise OcrqError(ErrorCode.INVALID_REQUEST, f"options: {e}") from e
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ocrq.producer.jobs.sources import NO_STORE, allowed_prefixes, check_key_shape
 from ocrq.shared.errors import ErrorCode, OcrqError
+from ocrq.shared.field_schema import check_extract_schema
 from ocrq.shared.page_ranges import check_ranges
 from ocrq.shared.profiles import check_languages, check_profile
 from ocrq.shared.schemas import JobOptions
@@ -15,7 +16,8 @@ from ocrq.shared.webhooks import check_target
 async def check_options(
     options: JobOptions, tenant: str, settings: Settings, *, by_reference: bool = False
 ) -> None:
-    """Refuse now (400) what would fail later: too many pages, a profile the engine cannot
+    """Refuse now (400) what would fail later: a schema to extract that is no JSON Schema
+    (or too big), too many pages, a profile the engine cannot
     run, a callback that cannot be signed or must not be reached, pages that name none, an
     output prefix the tenant may not write (403).
 
@@ -24,6 +26,8 @@ async def check_options(
     """
     if options.pages is not None:
         check_ranges(options.pages)
+    if options.extract is not None:
+        check_extract_schema(options.extract, settings.extract.max_extract_schema_bytes)
     cap, name = settings.worker.default_max_pages, "OCRQ_DEFAULT_MAX_PAGES"
     if by_reference:
         cap, name = settings.blobs.max_source_pages, "OCRQ_MAX_SOURCE_PAGES"

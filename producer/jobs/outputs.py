@@ -32,8 +32,9 @@ FORMATS: dict[str, str] = {
     "text": "text/plain",
     "chunks": "application/x-ndjson",
     "pdf": "application/pdf",
+    "fields": "application/json",  # Result.fields alone; only by format=, never by Accept
 }
-FormatName = Literal["json", "markdown", "html", "text", "chunks", "pdf"]
+FormatName = Literal["json", "markdown", "html", "text", "chunks", "pdf", "fields"]
 DEFAULT_FORMAT = "json"
 OFF_LOOP_BYTES = 64 * 1024  # above this (about 4 ms of chunking, measured) render in a thread
 CHUNK_TOKENS = 512
@@ -48,6 +49,14 @@ def pdf_not_kept(job_id: str) -> OcrqError:
     return OcrqError(
         ErrorCode.NOT_ACCEPTABLE,
         f"job {job_id} kept no searchable PDF: submit with options.searchable_pdf=true",
+    )
+
+
+def no_fields(job_id: str) -> OcrqError:
+    """406 for the fields of a job that asked for none."""
+    return OcrqError(
+        ErrorCode.NOT_ACCEPTABLE,
+        f"job {job_id} has no fields: submit with options.extract (a JSON Schema)",
     )
 
 
@@ -95,6 +104,8 @@ def negotiate(job_id: str, fmt: str | None, accept: str, pdf_kept: bool) -> str:
         return DEFAULT_FORMAT
     scored = []
     for order, (name, media_type) in enumerate(FORMATS.items()):
+        if name == "fields":
+            continue
         match = range_match(media_type, ranges)
         if match is not None and match[0] > 0:
             scored.append((-match[0], match[1], order, name))
@@ -146,6 +157,10 @@ def render(stored: bytes, how: Rendering, job_keeps: bool) -> bytes:
     if how.fmt == "chunks":
         chunks = document_chunks(result, chunk_tokens=how.chunk_tokens, keep_furniture=keep)
         return chunks_ndjson(chunks)
+    if how.fmt == "fields":
+        if result.fields is None:
+            raise no_fields(result.id)
+        return msgspec.json.encode(result.fields)
     raise ValueError(f"no renderer for {how.fmt}")
 
 

@@ -10,4 +10,5 @@ SUFFIXES: dict[str, str] = {
     "text": ".txt",
     "chunks": ".chunks.jsonl",
     "pdf": ".pdf",
+    "fields": ".fields.json",
 }

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.documents import png, sized_pdf
+from support.invoices import invoice_pdf
 from support.stack import Stack
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -36,6 +37,7 @@ def sample_files(folder: Path) -> None:
     (folder / "scan.pdf").write_bytes(sized_pdf([(300, 400)]))
     (folder / "report.pdf").write_bytes(sized_pdf([(300, 400), (400, 300)]))
     (folder / "page.png").write_bytes(png(200, 120))
+    (folder / "invoice.pdf").write_bytes(invoice_pdf())
     (folder / "scans" / "a.pdf").write_bytes(sized_pdf([(250, 250)]))
     (folder / "scans" / "sub" / "b.png").write_bytes(png(150, 90))
     with zipfile.ZipFile(folder / "scans.zip", "w") as archive:

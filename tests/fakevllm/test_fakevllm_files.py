@@ -169,6 +169,7 @@ def test_traffic_counts_requests_body_bytes_and_images_until_reset(
 
     assert statuses == [200, 400]
     traffic = files_fake.traffic()
-    assert traffic == {"requests": 2, "request_bytes": sum(map(len, sent)), "images": 2}
+    expected = {"requests": 2, "request_bytes": sum(map(len, sent)), "images": 2, "structured": 0}
+    assert traffic == expected
     files_fake.reset_traffic()
-    assert files_fake.traffic() == {"requests": 0, "request_bytes": 0, "images": 0}
+    assert files_fake.traffic() == {"requests": 0, "request_bytes": 0, "images": 0, "structured": 0}

@@ -13,6 +13,7 @@ import httpx
 import pytest
 import redis
 from support.documents import encrypted_pdf, png, sized_pdf
+from support.invoices import EXPECTED, INVOICE_SCHEMA, invoice_pdf
 from support.stack import Stack
 
 from ocrq.client import (
@@ -216,6 +217,16 @@ def test_wait_returns_the_finished_view_and_result_and_markdown_agree(
     assert view.result is not None and view.result == result
     assert result.page_count == 2 and [p.width for p in result.pages] == [200, 220]
     assert markdown == result.markdown and "200x300" in markdown and "220x310" in markdown
+
+
+@pytest.mark.slow
+def test_a_schema_goes_with_the_upload_and_the_fields_come_back_typed(stack: Stack) -> None:
+    with Client(stack.api) as client:
+        job = client.submit(invoice_pdf(), extract=INVOICE_SCHEMA, text_layer="auto")
+        client.wait(job, timeout=60, raise_on_failure=True)
+        fields = client.fields(job)
+    assert fields.values == EXPECTED and fields.error is None
+    assert {s.path for s in fields.sources if s.grounded} == set(EXPECTED)
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 from rich.console import Console
 from support.documents import encrypted_pdf, png, sized_pdf
+from support.invoices import EXPECTED, INVOICE_SCHEMA, invoice_pdf
 from support.stack import Stack
 
 from ocrq.cli.commands import main
@@ -214,6 +215,31 @@ def test_submit_wait_out_writes_each_result_and_exits_1_when_one_is_encrypted(
     assert "130x70" in (out / "b" / "page.md").read_text()
     assert "210x300" in (out / "scan.md").read_text()
     assert "locked.pdf: encrypted_document" in captured.err
+
+
+@pytest.mark.slow
+def test_submit_extract_writes_the_fields_the_schema_names(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = write(tmp_path / "invoice.pdf", invoice_pdf())
+    schema = write(tmp_path / "schema.json", json.dumps(INVOICE_SCHEMA).encode())
+    out = tmp_path / "out"
+    args = ["--extract", str(schema), "--text-layer", "auto", "--format", "fields"]
+    assert main(["submit", str(doc), "--out", str(out), *args, "--url", stack.api]) == 0
+    job_id = summary_rows(capsys.readouterr().out)[0]["job_id"]
+    saved = json.loads((out / "invoice.fields.json").read_text())
+    assert saved["values"]["total"] == 120.0 and saved["values"]["iban"] == EXPECTED["iban"]
+    assert main(["result", job_id, "--format", "fields", "--url", stack.api]) == 0
+    assert json.loads(capsys.readouterr().out) == saved
+
+
+def test_extract_of_a_file_that_is_not_json_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = write(tmp_path / "invoice.pdf", invoice_pdf())
+    schema = write(tmp_path / "schema.json", b"{not json")
+    assert main(["submit", str(doc), "--extract", str(schema)]) == 2
+    assert "is not JSON" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import pytest
 from mcp import Client as McpClient
 from mcp.types import TextResourceContents
 from support.documents import png, sized_pdf
+from support.invoices import invoice_pdf
 from support.mcp_harness import http_mcp, listening, mcp_session, text_of
 from support.stack import Stack
 
@@ -66,6 +67,21 @@ async def test_ocr_document_reports_page_progress_and_returns_every_page(
     assert not result.is_error, text_of(result)
     assert "200x300" in text_of(result) and "220x310" in text_of(result)
     assert progress and progress[-1][:2] == (2, 2), progress
+
+
+async def test_ocr_document_with_a_schema_answers_the_fields_and_where_they_were_printed(
+    stack: Stack, tmp_path: Path
+) -> None:
+    document = base64.b64encode(invoice_pdf()).decode()
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}}
+    async with mcp_session(stack.api, tmp_path) as mcp:
+        arguments = {"content_base64": document, "text_layer": "auto", "extract": schema}
+        result = await mcp.call_tool("ocr_document", arguments)
+    assert not result.is_error, text_of(result)
+    fields = msgspec.json.decode(text_of(result))
+    assert fields["values"] == {"total": 120.0}
+    [total] = fields["sources"]
+    assert total["grounded"] and total["page"] == 1 and total["text"] == "120.00"
 
 
 async def test_pages_returns_only_the_pages_asked_for(stack: Stack, tmp_path: Path) -> None:

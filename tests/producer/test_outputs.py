@@ -284,7 +284,9 @@ def test_the_openapi_document_lists_every_format_and_its_query(api: TestClient[A
         "application/pdf",
     }
     parameters = {p["name"]: p["schema"] for p in operation["parameters"]}
-    assert parameters["format"]["enum"] == ["json", "markdown", "html", "text", "chunks", "pdf"]
+    assert parameters["format"]["enum"] == [
+        "json", "markdown", "html", "text", "chunks", "pdf", "fields",
+    ]  # fmt: skip
     assert (
         parameters["chunk_tokens"]["minimum"] == 32
         and parameters["chunk_tokens"]["maximum"] == 8192

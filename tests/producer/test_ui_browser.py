@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from support.documents import scanned_pdf, text_pdf, text_png
+from support.invoices import INVOICE_SCHEMA, invoice_pdf
 from support.processes import stop
 from support.services import start_producer
 from support.stack import Stack
@@ -42,7 +43,7 @@ MENU_FORMATS = {
     "dl-text": ("text", "txt"),
     "dl-chunks": ("chunks", "ndjson"),
     "dl-pdf": ("pdf", "pdf"),
-}
+}  # and dl-fields, for a job with an extract schema: test_the_fields_tab_…
 
 
 def chromium_path() -> str | None:
@@ -471,3 +472,34 @@ def test_labels_tables_figures_and_every_download_with_an_api_key(
         page.close()
     finally:
         stop(proc)
+
+
+def test_the_fields_tab_lists_each_value_and_hovering_one_draws_its_box_on_the_page(
+    stack: Stack, browser: Any, artifacts: Path
+) -> None:
+    stack.start_worker()
+    job_id = stack.submit(invoice_pdf(), extract=INVOICE_SCHEMA, text_layer="auto")
+    stack.wait(job_id)
+    fields = result_of(stack.api, job_id)["fields"]
+    page, console = open_page(browser, f"{stack.api}/ui#job={job_id}")
+    rendered(page, 1, "blank")
+    page.locator("#tab-fields").click()
+    items = page.locator("#fields .field")
+    assert items.count() == len(fields["sources"])
+    [f] = [i for i, s in enumerate(fields["sources"]) if s["path"] == "total"]
+    total = page.locator(f'#fields .field[data-f="{f}"]')
+    assert total.locator(".value").inner_text() == "120"  # the number, as JSON writes it
+    assert page.locator("#boxes .field-box").count() == 0
+    total.hover()
+    drawn = page.locator("#boxes .field-box")
+    assert drawn.count() == 1 and drawn.get_attribute("data-name") == "total"
+    frame, got = page.locator("#page").bounding_box(), drawn.bounding_box()
+    x1, y1, _, _ = fields["sources"][f]["boxes"][0]
+    assert abs(got["x"] - (frame["x"] + x1 * frame["width"])) <= TOLERANCE_PX
+    assert abs(got["y"] - (frame["y"] + y1 * frame["height"])) <= TOLERANCE_PX
+    page.locator("#tab-blocks").hover()  # the pointer leaves the fields: the box goes
+    assert page.locator("#boxes .field-box").count() == 0
+    _, saved = from_menu(page, "#dl-fields")
+    assert saved == fetched(stack.api, f"/v1/jobs/{job_id}/result?format=fields").content
+    page.screenshot(path=str(artifacts / "fields.png"), full_page=True)
+    console.assert_clean(artifacts / "console-fields.txt")

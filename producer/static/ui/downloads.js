@@ -105,6 +105,7 @@ export class DownloadMenu {
     this.entry = entry;
     this.menu.open = false;
     document.getElementById("dl-pdf").hidden = !result.searchable_pdf;
+    document.getElementById("dl-fields").hidden = !result.fields;
     const images = result.images || [];
     this.figures.hidden = images.length === 0;
     this.figures.querySelector(".menu-items").replaceChildren(...images.map((name) => {

@@ -4,6 +4,7 @@
 
 import { baseName, DownloadMenu, Images } from "./downloads.js";
 import { blockName, canonical, labelCounts, labelName, paint } from "./labels.js";
+import { fieldBoxes, fieldItems } from "./fields.js";
 import { drawPage } from "./pages.js";
 import { blockItem, hasBox, tableNumbers } from "./panels.js";
 
@@ -20,7 +21,8 @@ export class Viewer {
     this.notify = notify;
     this.el = Object.fromEntries(["viewer", "doc-name", "prev", "next", "page-label", "copy-md",
       "legend", "selection", "page", "page-canvas", "boxes", "page-note", "warnings",
-      "text", "markdown", "tab-blocks", "tab-markdown"].map((id) => [id, document.getElementById(id)]));
+      "text", "markdown", "fields", "tab-blocks", "tab-markdown", "tab-fields",
+    ].map((id) => [id, document.getElementById(id)]));
     this.index = 0;
     this.renders = 0;
     this.selected = null;
@@ -29,8 +31,12 @@ export class Viewer {
     this.el.prev.addEventListener("click", () => this.go(this.index - 1));
     this.el.next.addEventListener("click", () => this.go(this.index + 1));
     this.el["copy-md"].addEventListener("click", () => this.copy());
-    this.el["tab-blocks"].addEventListener("click", () => this.tab(false));
-    this.el["tab-markdown"].addEventListener("click", () => this.tab(true));
+    this.el["tab-blocks"].addEventListener("click", () => this.tab("blocks"));
+    this.el["tab-markdown"].addEventListener("click", () => this.tab("markdown"));
+    this.el["tab-fields"].addEventListener("click", () => this.tab("fields"));
+    this.el.fields.addEventListener("pointerover", (event) => this.pointField(event.target.closest(".field")));
+    this.el.fields.addEventListener("pointerleave", () => this.pointField(null));
+    this.el.fields.addEventListener("click", (event) => this.openField(event.target.closest(".field")));
     this.link(this.el.boxes, ".box", this.el.text, ".block");
     this.link(this.el.text, ".block", this.el.boxes, ".box");
     document.addEventListener("keydown", (event) => {
@@ -96,6 +102,7 @@ export class Viewer {
       tableNumbers: tableNumbers(this.result), notify: this.notify,
     };
     this.downloads.show(entry, this.result);
+    this.fieldsShown();
     this.el.viewer.hidden = false;
     this.el["doc-name"].textContent = entry.name || entry.id;
     this.el["doc-name"].title = entry.id;
@@ -184,7 +191,35 @@ export class Viewer {
     this.el.warnings.textContent = (page.warnings || []).join(" ");
     this.el.text.replaceChildren(...page.blocks.map((block, i) => blockItem(block, i, this.job)));
     this.el.markdown.textContent = page.markdown ?? this.segmentOf(page) ?? "";
-    if (!page.blocks.length) this.tab(true);
+    if (!page.blocks.length && this.el.fields.hidden) this.tab("markdown");
+  }
+
+  // The Fields tab, offered only for a job submitted with an extract schema.
+  fieldsShown() {
+    const fields = this.result.fields;
+    this.el["tab-fields"].hidden = !fields;
+    this.el.fields.replaceChildren(...(fields ? fieldItems(fields) : []));
+    if (!fields && !this.el.fields.hidden) this.tab("blocks");
+  }
+
+  // Draw the boxes of the field under the pointer, when it was read on the page shown.
+  pointField(item) {
+    for (const el of this.el.boxes.querySelectorAll(".field-box")) el.remove();
+    for (const el of this.el.fields.querySelectorAll(".field.hl")) el.classList.remove("hl");
+    const source = item && this.result.fields.sources[Number(item.dataset.f)];
+    if (!source || !source.grounded) return;
+    item.classList.add("hl");
+    const page = this.result.pages[this.index];
+    if (page && page.number === source.page) this.el.boxes.append(...fieldBoxes(source));
+  }
+
+  // A click on a field read on another page turns to that page and draws it there.
+  async openField(item) {
+    const source = item && this.result.fields.sources[Number(item.dataset.f)];
+    if (!source || !source.grounded) return;
+    const index = this.result.pages.findIndex((p) => p.number === source.page);
+    if (index >= 0 && index !== this.index) await this.go(index);
+    this.pointField(this.el.fields.querySelector(`.field[data-f="${item.dataset.f}"]`));
   }
 
   // Pages read together (batch_size > 1) share one text: the segment spanning them.
@@ -194,11 +229,13 @@ export class Viewer {
     return segment ? `(pages ${segment.first_page}–${segment.last_page})\n\n${segment.markdown}` : null;
   }
 
-  tab(markdown) {
-    this.el.text.hidden = markdown;
-    this.el.markdown.hidden = !markdown;
-    this.el["tab-blocks"].setAttribute("aria-selected", String(!markdown));
-    this.el["tab-markdown"].setAttribute("aria-selected", String(markdown));
+  // Show one of the text side's panes: "blocks", "markdown" or "fields".
+  tab(name) {
+    const panes = { blocks: "text", markdown: "markdown", fields: "fields" };
+    for (const [tab, pane] of Object.entries(panes)) {
+      this.el[pane].hidden = tab !== name;
+      this.el[`tab-${tab}`].setAttribute("aria-selected", String(tab === name));
+    }
   }
 
   async copy() {
