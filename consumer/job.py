@@ -15,10 +15,12 @@ import structlog
 from ocrq.consumer.assemble import assemble
 from ocrq.consumer.documents import DocumentSpool, page_limit
 from ocrq.consumer.engines.base import EngineOutput
+from ocrq.consumer.fields.lines import Line
 from ocrq.consumer.fields.reader import FieldReader
 from ocrq.consumer.heartbeat import Abandoned, Heartbeat
 from ocrq.consumer.metrics import WorkerMetrics
 from ocrq.consumer.pages import JobPages, PageReader, Report, Tally
+from ocrq.consumer.redact.redactor import Redactor
 from ocrq.consumer.retry import through_outages
 from ocrq.consumer.stored_results import ResultWriter
 from ocrq.consumer.workspace import job_workspace
@@ -199,8 +201,11 @@ class JobRunner:
             tenant, filename = record.tenant, record.filename
             del record  # the payload: up to 10 MB this job no longer needs in memory
             stored: set[str] = set()  # the job's files already written to the store
-            report = self._reporter(job, tenant, stored)
+            redactor = Redactor.of(job.options, self.settings)
+            report = self._reporter(job, tenant, stored, redactor)
             text_pages, outputs = await self.reader.read_all(job, report)
+            if redactor is not None:
+                redactor.mask_segments(outputs)
             result = assemble(
                 job_id=entry.job_id,
                 media_type=job.media_type,
@@ -210,9 +215,8 @@ class JobRunner:
                 timings=self._timings(job, queued_ms),
                 keep_furniture=job.options.keep_headers_footers,
             )
-            if job.options.extract:
-                result.fields = await self._fields(job, job.options.extract, result, outputs)
-            searchable = await self._searchable_pdf(job, result, outputs)
+            lines = await self._after_text(job, result, outputs, redactor)
+            searchable = await self._searchable_pdf(job, result, outputs, redactor, lines)
             result.images = sorted(name.removeprefix(FIGURES) for name in {*job.files, *stored})
             if self.results is not None:
                 stored_at = await self.results.write(
@@ -222,11 +226,16 @@ class JobRunner:
             await self._keep_files(job, searchable)
         return Done(result)
 
-    def _reporter(self, job: JobPages, tenant: str, stored: set[str]) -> Report:
+    def _reporter(
+        self, job: JobPages, tenant: str, stored: set[str], redactor: Redactor | None
+    ) -> Report:
         """Progress as page groups finish; with a store, their figures go to it at once
-        (a long document's figures never pile up in memory until its end)."""
+        (a long document's figures never pile up in memory until its end). A redacted
+        job's pages are masked first: their original text is never stored."""
 
         async def report(done: int, total: int, pages: list[Page]) -> None:
+            if redactor is not None:
+                redactor.mask_pages(pages)
             if self.results is not None and job.files:
                 await self.results.put_files(job.job_id, tenant, job.files, stored)
             finished = {page.number: msgspec.json.encode(page) for page in pages}
@@ -253,15 +262,32 @@ class JobRunner:
             message = "the document is gone from the store"
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
 
-    async def _fields(
-        self, job: JobPages, schema: dict[str, Any], result: Result, outputs: list[EngineOutput]
-    ) -> Fields:
-        """The extract option's fields; a failure there never fails the OCR result."""
-        reader = self.fields or FieldReader(self.settings.extract, None)
+    def _field_reader(self) -> FieldReader:
+        return self.fields or FieldReader(self.settings.extract, None)
+
+    async def _after_text(
+        self,
+        job: JobPages,
+        result: Result,
+        outputs: list[EngineOutput],
+        redactor: Redactor | None,
+    ) -> list[Line]:
+        """Fields and redaction boxes, both read from the pages' lines of words (returned)."""
+        if not job.options.extract and redactor is None:
+            return []
         words = {n: w for out in outputs for n, w in out.words.items()}
+        lines = await self._field_reader().page_lines(result, words, job.doc)
+        if job.options.extract:
+            result.fields = await self._fields(job.options.extract, result, lines)
+        if redactor is not None:
+            redactor.place(result, lines)
+        return lines
+
+    async def _fields(self, schema: dict[str, Any], result: Result, lines: list[Line]) -> Fields:
+        """The extract option's fields; a failure there never fails the OCR result."""
         started = time.monotonic()
         try:
-            fields = await reader.read(schema, result, words, job.doc)
+            fields = await self._field_reader().read(schema, result, lines)
         except Exception as e:  # a bug in reading fields must not cost the user the text
             log.exception("fields_crashed", error=repr(e))
             message = f"fields could not be read: {type(e).__name__}"
@@ -277,13 +303,26 @@ class JobRunner:
         return fields
 
     async def _searchable_pdf(
-        self, job: JobPages, result: Result, outputs: list[EngineOutput]
+        self,
+        job: JobPages,
+        result: Result,
+        outputs: list[EngineOutput],
+        redactor: Redactor | None,
+        lines: list[Line],
     ) -> Path | None:
-        """The searchable PDF, when asked, as a file beside the document."""
+        """The searchable PDF, when asked, as a file beside the document; a redacted job's
+        PDF is always made, and is the redacted one (consumer/redact/pdf.py)."""
+        path = job.doc.with_name(SEARCHABLE_PDF)
+        if redactor is not None:
+            by_page = redactor.lines_by_page(lines)
+            await self.reader.rasteriser.redacted_pdf(
+                str(job.doc), job.media_type, result.pages, by_page, self.reader.dpi(job), str(path)
+            )
+            result.searchable_pdf = True
+            return path
         if not job.options.searchable_pdf:
             return None
         words = {n: w for out in outputs for n, w in out.words.items()}
-        path = job.doc.with_name(SEARCHABLE_PDF)
         await self.reader.rasteriser.searchable_pdf(
             str(job.doc), job.media_type, result.pages, words, self.reader.dpi(job), str(path)
         )

@@ -160,7 +160,8 @@ class PageReader:
             for found in await asyncio.gather(*reads):
                 if found is not None:
                     page, figures = found
-                    job.files.update(figures)
+                    if not job.options.redact:  # a crop could show what is masked
+                        job.files.update(figures)
                     pages.append(page)
         return pages
 
@@ -175,7 +176,8 @@ class PageReader:
             async with self.flow.engine_turn(job.job_id, rendered):
                 self.metrics.stage_seconds.labels("engine_wait").observe(time.monotonic() - waited)
                 out = await self._recognise(job, images)
-            if any(b.label == "figure" for page in out.pages for b in page.blocks):
+            has_figures = any(b.label == "figure" for page in out.pages for b in page.blocks)
+            if has_figures and not job.options.redact:  # a crop could show what is masked
                 out.pages, figures = await self.rasteriser.figures(images, out.pages)
                 job.files.update(figures)
             return out

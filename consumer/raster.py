@@ -21,9 +21,11 @@ import pymupdf
 from PIL import Image, ImageOps
 
 from ocrq.consumer.engines.base import PageImage, Word
+from ocrq.consumer.fields.lines import Line
 from ocrq.consumer.layout.figures import crop_figures, crop_pdf_figures
 from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.pool import BrokenProcessPool, PoolClosed, RecyclingPool
+from ocrq.consumer.redact.pdf import write_redacted_pdf
 from ocrq.consumer.searchable import write_searchable_pdf
 from ocrq.consumer.textlayer import extract_text_page
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -479,6 +481,29 @@ class Rasteriser:
             media_type,
             pages,
             words,
+            dpi,
+            out_path,
+            timeout_s=timeout_s,
+        )
+
+    async def redacted_pdf(
+        self,
+        path: str,
+        media_type: str,
+        pages: list[Page],
+        lines: dict[int, list[Line]],
+        dpi: int,
+        out_path: str,
+    ) -> int:
+        """The redacted PDF (consumer/redact/pdf.py) written to ``out_path``; its size."""
+        timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
+        return await self._run(
+            "drawing the redacted PDF",
+            write_redacted_pdf,
+            path,
+            media_type,
+            pages,
+            lines,
             dpi,
             out_path,
             timeout_s=timeout_s,

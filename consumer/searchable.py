@@ -154,7 +154,7 @@ def _clip(box: Box, width: int, height: int) -> Box | None:
 def upright_to_original(page: Page) -> pymupdf.Matrix:
     """Pixels of the upright image (what the engine read) to pixels of the page as it came."""
     # The page image was turned counter-clockwise by page.rotation; this turns it back.
-    width, height = _original_size(page)
+    width, height = original_size(page)
     return {
         90: pymupdf.Matrix(0, 1, -1, 0, width, 0),
         180: pymupdf.Matrix(-1, 0, 0, -1, width, height),
@@ -162,14 +162,15 @@ def upright_to_original(page: Page) -> pymupdf.Matrix:
     }.get(page.rotation % 360, pymupdf.Matrix(1, 1))
 
 
-def _original_size(page: Page) -> tuple[int, int]:
+def original_size(page: Page) -> tuple[int, int]:
+    """The page's pixel size as it came, before it was turned upright."""
     sideways = page.rotation % 180 == 90
     return (page.height, page.width) if sideways else (page.width, page.height)
 
 
 def pixels_to_user_space(page: Page, target: pymupdf.Page) -> pymupdf.Matrix:
     """Upright-image pixels to the target page's PDF user space (rotation, crop box, scale)."""
-    width, height = _original_size(page)
+    width, height = original_size(page)
     rect = target.rect  # the page as displayed, which is what was rendered
     scale = pymupdf.Matrix(rect.width / width, rect.height / height)
     # transformation_matrix maps PDF space to MuPDF's; its inverse goes back.
@@ -216,18 +217,19 @@ def _from_image(
     path: str, pages: list[Page], words: dict[int, list[Word]], dpi: int, output: Output[T]
 ) -> T:
     """One PDF page per image page read, holding the image and its text layer."""
-    image = _open_image(path)
+    image = open_image(path)
     with image, pymupdf.open() as doc:
         fonts = InvisibleFonts(doc)
         for page in pages:
-            _seek(image, page.number - 1)
+            seek_frame(image, page.number - 1)
             target = _image_page(doc, path, image, dpi)
             _add_layer(target, page, words, fonts)
         fonts.finish()
         return output(doc, garbage=1, deflate=True, deflate_images=True)
 
 
-def _open_image(path: str) -> Image.Image:
+def open_image(path: str) -> Image.Image:
+    """The upload's image (the rasteriser has held it to the job's pixel limit already)."""
     try:
         with warnings.catch_warnings():
             # The rasteriser has already held the image to the job's pixel limit.
@@ -237,7 +239,8 @@ def _open_image(path: str) -> Image.Image:
         raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, "the image cannot be read") from e
 
 
-def _seek(image: Image.Image, frame: int) -> None:
+def seek_frame(image: Image.Image, frame: int) -> None:
+    """Go to page ``frame`` (0-based) of a multi-page image; corrupt_document past its end."""
     try:
         image.seek(frame)
     except EOFError as e:

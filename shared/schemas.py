@@ -49,6 +49,22 @@ TextLayer = Literal["auto", "off"]
 Languages = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{3,12}(\+[a-z_]{3,12}){0,7}$")]
 
 
+RedactKind = Literal[
+    "email", "phone", "iban", "credit_card", "national_id", "date_of_birth"
+]  # fmt: skip
+
+
+class RedactPattern(Inbound):
+    """A custom kind of personal data: a regular expression, masked as ``[NAME]``."""
+
+    pattern: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    name: Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")] = "redacted"
+
+
+# Countries whose national ids and phone numbers without a country code are looked for.
+Countries = Annotated[str, msgspec.Meta(pattern=r"^[a-z]{2}(,[a-z]{2}){0,15}$")]
+
+
 class JobOptions(Inbound):
     """Per-job options; None means the worker's setting decides."""
 
@@ -81,6 +97,15 @@ class JobOptions(Inbound):
     # A JSON Schema (an object at the top): the fields to read from the document, given in
     # Result.fields with the page and boxes each came from. shared/field_schema.py checks it.
     extract: dict[str, Any] | None = None
+    # Personal data to mask in every output (shared/redaction.py): its text is replaced by
+    # [EMAIL], [PHONE]…, its boxes burnt black in the PDF, and the original text not stored.
+    redact: Annotated[list[RedactKind | RedactPattern], msgspec.Meta(max_length=26)] | None = None
+    redact_countries: Countries | None = None  # default: OCRQ_REDACT_COUNTRIES
+
+
+def keeps_pdf(options: JobOptions) -> bool:
+    """Whether a job keeps a PDF (?format=pdf): searchable when asked, redacted always."""
+    return options.searchable_pdf or bool(options.redact)
 
 
 class DocumentRef(Base):
@@ -223,6 +248,13 @@ class Block(Base):
     image: str | None = None  # a figure's file: GET /v1/jobs/{id}/images/{image}
 
 
+class Redaction(Base):
+    """One value masked on a page: its kind and where it was (0..1 of the page); never its text."""
+
+    kind: str
+    boxes: list[list[float]] = msgspec.field(default_factory=list)
+
+
 class Page(Base):
     """One page; ``source`` says which path produced it."""
 
@@ -247,6 +279,7 @@ class Page(Base):
     # Why this page's text may be wrong (low confidence, a script the engine cannot read);
     # the page's Markdown starts with the same note.
     warnings: list[str] = msgspec.field(default_factory=list)
+    redactions: list[Redaction] = msgspec.field(default_factory=list)  # the redact option
 
 
 class Segment(Base):
@@ -331,6 +364,7 @@ class Result(Base):
     timings: Timings = msgspec.field(default_factory=Timings)
     usage: Usage = msgspec.field(default_factory=Usage)
     fields: Fields | None = None  # with the extract option
+    redacted: int = 0  # values masked by the redact option, over every page
 
 
 class Progress(Base):

@@ -252,7 +252,8 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ExtractSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """Fields against a schema (the ``extract`` option): an LLM server, or the page alone."""
+    """After the text: fields against a schema (``extract``: an LLM server, or the page
+    alone) and personal data masked (``redact``)."""
 
     # Any OpenAI-compatible server (vLLM answers with structured outputs, constrained to the
     # schema); empty: the worker's own key-value reading of the page (no LLM).
@@ -263,6 +264,9 @@ class ExtractSettings(msgspec.Struct, frozen=True, kw_only=True):
     extract_retries: int = 2  # replies that do not validate are asked for again this often
     max_extract_schema_bytes: int = 16_384  # the extract option's JSON, at most
     extract_max_chars: int = 60_000  # of the job's text sent to the LLM; the rest is cut
+    # The redact option: countries whose national ids (and phone numbers written without a
+    # country code) are looked for when a job names none (shared/redaction.py NATIONAL_IDS).
+    redact_countries: str = "us,gb,de,fr,nl,es,it"
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):

@@ -32,11 +32,8 @@ class FieldReader:
         self.llm = LlmReader(settings, http) if settings.extract_url and http else None
         self._pdf = asyncio.Lock()  # PyMuPDF is not thread-safe: one text layer at a time
 
-    async def read(
-        self, schema: dict[str, Any], result: Result, words: dict[int, list[Word]], doc: Path
-    ) -> Fields:
-        """The job's fields (see the module docstring)."""
-        lines = await self.page_lines(result, words, doc)
+    async def read(self, schema: dict[str, Any], result: Result, lines: list[Line]) -> Fields:
+        """The job's fields (see the module docstring), read from its pages' lines."""
         if self.llm is None:
             found = await asyncio.to_thread(read_fields, schema, lines)
             return key_value_fields(schema, found)

@@ -234,6 +234,23 @@ def add_submit_parser(commands: Any, parent: argparse.ArgumentParser) -> None:
         help="a JSON Schema of the fields to read (Result.fields; --format fields writes them)",
     )
     p.add_argument(
+        "--redact",
+        metavar="KINDS",
+        help="mask personal data in every output: email, phone, iban, credit_card, national_id, "
+        "date_of_birth (comma-separated); the PDF has them burnt black",
+    )
+    p.add_argument(
+        "--redact-pattern",
+        metavar="REGEX",
+        action="append",
+        help="also mask what this regular expression matches, as [REDACTED] (repeatable)",
+    )
+    p.add_argument(
+        "--redact-countries",
+        metavar="CC,CC",
+        help="countries of national ids and national phone numbers (server: us,gb,de,fr,nl,es,it)",
+    )
+    p.add_argument(
         "--batch-size", type=int, help="pages per engine request (a page group), 1-16 (server: 1)"
     )
     p.add_argument("--dpi", type=int, help="rasterisation DPI, 50-400 (server: 150)")

@@ -34,7 +34,15 @@ CLIENT_COMMANDS = ("submit", "status", "wait", "result", "cancel", "rm", "ls", "
 # (pyproject.toml). Each lists top-level modules its extra brings, checked before the command
 # imports anything, so a missing role reads as one line rather than a traceback.
 SERVICE_MODULES = ("redis", "structlog", "prometheus_client", "PIL")
-PRODUCER_MODULES = (*SERVICE_MODULES, "litestar", "uvicorn", "httptools", "multipart", "jsonschema")
+PRODUCER_MODULES = (
+    *SERVICE_MODULES,
+    "litestar",
+    "uvicorn",
+    "httptools",
+    "multipart",
+    "jsonschema",
+    "phonenumbers",
+)
 WORKER_MODULES = (
     *SERVICE_MODULES,
     "pymupdf",

@@ -137,9 +137,19 @@ def job_options(args: argparse.Namespace) -> dict[str, Any]:
         "pages": args.pages,
         "keep_headers_footers": args.keep_headers_footers or None,
         "extract": getattr(args, "extract", None),
+        "redact": redact_option(args),
+        "redact_countries": getattr(args, "redact_countries", None),
         # A searchable PDF is kept only when asked for: writing one asks for it.
         "searchable_pdf": output_format(args.format) == "pdf" or None,
     }
+
+
+def redact_option(args: argparse.Namespace) -> list[Any] | None:
+    """--redact's kinds and each --redact-pattern, as the redact option lists them."""
+    kinds: list[Any] = [k.strip() for k in (getattr(args, "redact", None) or "").split(",")]
+    kinds = [k for k in kinds if k]
+    kinds += [{"pattern": p} for p in getattr(args, "redact_pattern", None) or []]
+    return kinds or None
 
 
 def summary_table(reports: Sequence[FileReport]) -> Table:

@@ -68,6 +68,13 @@ Languages = Annotated[
     Field(description="local engine only: Tesseract codes joined by +, from eng, fra, deu"),
 ]
 Lane = Annotated[Literal["interactive", "batch"] | None, Field(description="queue lane")]
+Redact = Annotated[
+    list[str] | None,
+    Field(
+        description="personal data to mask in the answer: email, phone, iban, credit_card, "
+        "national_id, date_of_birth"
+    ),
+]
 Extract = Annotated[
     dict[str, Any] | None,
     Field(
@@ -161,6 +168,7 @@ class Tools:
         lane: Lane = None,
         profile: Profile = None,
         extract: Extract = None,
+        redact: Redact = None,
         timeout_s: Annotated[float, Field(description="seconds to wait", gt=0)] = DEFAULT_TIMEOUT_S,
     ) -> str:
         """OCR one document (path, url or content_base64), waiting; its Markdown (pages: a
@@ -178,6 +186,7 @@ class Tools:
                 lane=lane,
                 profile=profile,
                 extract=extract,
+                redact=redact,
             )
             view = await follow(client, job_id, ctx, timeout_s)
             if view.status != Status.DONE:

@@ -20,6 +20,7 @@ from ocrq.producer.runtime import Runtime
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import SEARCHABLE_PDF, JobRecord, figure_file
 from ocrq.shared.render.formats import SUFFIXES
+from ocrq.shared.schemas import keeps_pdf
 
 DEFAULT_FORMATS = ("markdown",)
 _NAME = "(" + "|".join(SUFFIXES) + ")"
@@ -105,9 +106,7 @@ async def job_members(
     for fmt in formats:
         if fmt == "pdf":
             pdf = (
-                await job_file(rt, job_id, row, SEARCHABLE_PDF)
-                if row.options.searchable_pdf
-                else None
+                await job_file(rt, job_id, row, SEARCHABLE_PDF) if keeps_pdf(row.options) else None
             )
             if pdf is not None:
                 members.append((stem + SUFFIXES[fmt], pdf))

@@ -119,6 +119,14 @@ async def read_bounded(chunks: AsyncIterator[bytes], limit: int, max_document: i
     return bytes(body)
 
 
+def json_option(name: str, text: str) -> Any:
+    """An option given as JSON text; a 400 naming it when it is not JSON."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError as e:
+        raise OcrqError(ErrorCode.INVALID_REQUEST, f"{name}: not JSON ({e})") from e
+
+
 def parse_options(raw: Mapping[str, Any]) -> JobOptions:
     """Build JobOptions from query/form strings; a bad value is a 400 naming the field."""
     unknown = set(raw) - _OPTION_NAMES
@@ -127,11 +135,15 @@ def parse_options(raw: Mapping[str, Any]) -> JobOptions:
             ErrorCode.INVALID_REQUEST, f"unknown option(s): {', '.join(sorted(unknown))}"
         )
     values = dict(raw)
-    if isinstance(values.get("extract"), str | bytes):  # a form field or query: JSON text
-        try:
-            values["extract"] = msgspec.json.decode(values["extract"])
-        except msgspec.DecodeError as e:
-            raise OcrqError(ErrorCode.INVALID_REQUEST, f"extract: not JSON ({e})") from e
+    redact = values.get("redact")
+    if isinstance(redact, str):  # a form field or query: "email,phone", or a JSON list
+        values["redact"] = (
+            json_option("redact", redact)
+            if redact.lstrip().startswith("[")
+            else [kind.strip() for kind in redact.split(",") if kind.strip()]
+        )
+    if isinstance(values.get("extract"), str):  # a form field or query: JSON text
+        values["extract"] = json_option("extract", values["extract"])
     try:
         return msgspec.convert(values, JobOptions, strict=False)
     except msgspec.ValidationError as e:

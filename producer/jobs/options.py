@@ -8,6 +8,7 @@ from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.field_schema import check_extract_schema
 from ocrq.shared.page_ranges import check_ranges
 from ocrq.shared.profiles import check_languages, check_profile
+from ocrq.shared.redaction import check_redact
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.settings import Settings, parse_webhook_secrets
 from ocrq.shared.webhooks import check_target
@@ -28,6 +29,7 @@ async def check_options(
         check_ranges(options.pages)
     if options.extract is not None:
         check_extract_schema(options.extract, settings.extract.max_extract_schema_bytes)
+    check_redact(options, settings.extract.redact_countries)
     cap, name = settings.worker.default_max_pages, "OCRQ_DEFAULT_MAX_PAGES"
     if by_reference:
         cap, name = settings.blobs.max_source_pages, "OCRQ_MAX_SOURCE_PAGES"

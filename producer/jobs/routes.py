@@ -48,7 +48,7 @@ from ocrq.producer.jobs.views import (
 from ocrq.producer.runtime import Runtime, caller
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.record import SEARCHABLE_PDF, Field, JobRecord, new_job_fields
-from ocrq.shared.schemas import ACTIVE, TERMINAL, Accepted, JobList, JobView, Status
+from ocrq.shared.schemas import ACTIVE, TERMINAL, Accepted, JobList, JobView, Status, keeps_pdf
 from ocrq.shared.store import now_ms
 
 log = structlog.get_logger("ocrq.producer")
@@ -281,7 +281,7 @@ async def get_result(
     rt, tenant = caller(request, state, job_id=job_id)
     record = await ended_record(rt, job_id, tenant, (*RESULT_READ_FIELDS, Field.FILENAME))
     accept = request.headers.get("accept", "")
-    fmt = negotiate(job_id, format, accept, record.options.searchable_pdf)
+    fmt = negotiate(job_id, format, accept, keeps_pdf(record.options))
     how = Rendering(fmt, keep_headers_footers, chunk_tokens)
     headers = {"Vary": "Accept"}
     if fmt == "pdf":

@@ -14,6 +14,7 @@ import pytest
 import redis
 from support.documents import encrypted_pdf, png, sized_pdf
 from support.invoices import EXPECTED, INVOICE_SCHEMA, invoice_pdf
+from support.personal import form_pdf
 from support.stack import Stack
 
 from ocrq.client import (
@@ -227,6 +228,17 @@ def test_a_schema_goes_with_the_upload_and_the_fields_come_back_typed(stack: Sta
         fields = client.fields(job)
     assert fields.values == EXPECTED and fields.error is None
     assert {s.path for s in fields.sources if s.grounded} == set(EXPECTED)
+
+
+@pytest.mark.slow
+def test_redact_kinds_and_a_pattern_go_as_options_and_come_back_masked(stack: Stack) -> None:
+    with Client(stack.api) as client:
+        redact = ["email", {"pattern": r"EMP-\d+", "name": "employee"}]
+        job = client.submit(form_pdf(), redact=redact, text_layer="auto")
+        client.wait(job, timeout=60, raise_on_failure=True)
+        result = client.result(job)
+    assert "[EMAIL]" in result.markdown and "jane.roe@example.org" not in result.markdown
+    assert result.redacted == 1 and result.searchable_pdf
 
 
 @pytest.mark.slow

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+import pymupdf
 import pytest
 from rich.console import Console
 from support.documents import encrypted_pdf, png, sized_pdf
 from support.invoices import EXPECTED, INVOICE_SCHEMA, invoice_pdf
+from support.personal import form_pdf
 from support.stack import Stack
 
 from ocrq.cli.commands import main
@@ -231,6 +233,25 @@ def test_submit_extract_writes_the_fields_the_schema_names(
     assert saved["values"]["total"] == 120.0 and saved["values"]["iban"] == EXPECTED["iban"]
     assert main(["result", job_id, "--format", "fields", "--url", stack.api]) == 0
     assert json.loads(capsys.readouterr().out) == saved
+
+
+@pytest.mark.slow
+def test_submit_redact_masks_the_kinds_and_patterns_named_in_every_file_written(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = write(tmp_path / "form.pdf", form_pdf())
+    args = ["--redact", "email,iban", "--redact-pattern", r"Jane\s+Roe", "--text-layer", "auto"]
+    for fmt in ("markdown", "pdf"):
+        out = tmp_path / fmt
+        assert main(["submit", str(doc), *args, "--out", str(out), "--format", fmt,
+                     "--url", stack.api]) == 0  # fmt: skip
+    markdown = (tmp_path / "markdown" / "form.md").read_text()
+    assert "[EMAIL]" in markdown and "[IBAN]" in markdown and "[REDACTED]" in markdown
+    assert "Jane" not in markdown and "+44 117 496 0123" in markdown  # phone: not asked
+    layer = "".join(p.get_text() for p in pymupdf.open(tmp_path / "pdf" / "form.pdf"))
+    assert "jane.roe@example.org" not in layer and "Jane" not in layer
+    assert "Harbourside" in layer
+    capsys.readouterr()
 
 
 def test_extract_of_a_file_that_is_not_json_exits_2(

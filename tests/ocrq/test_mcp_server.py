@@ -20,6 +20,7 @@ from mcp.types import TextResourceContents
 from support.documents import png, sized_pdf
 from support.invoices import invoice_pdf
 from support.mcp_harness import http_mcp, listening, mcp_session, text_of
+from support.personal import form_pdf
 from support.stack import Stack
 
 from ocrq.client import Client
@@ -82,6 +83,17 @@ async def test_ocr_document_with_a_schema_answers_the_fields_and_where_they_were
     assert fields["values"] == {"total": 120.0}
     [total] = fields["sources"]
     assert total["grounded"] and total["page"] == 1 and total["text"] == "120.00"
+
+
+async def test_ocr_document_with_redact_answers_the_markdown_masked(
+    stack: Stack, tmp_path: Path
+) -> None:
+    document = base64.b64encode(form_pdf()).decode()
+    async with mcp_session(stack.api, tmp_path) as mcp:
+        arguments = {"content_base64": document, "text_layer": "auto", "redact": ["email"]}
+        result = await mcp.call_tool("ocr_document", arguments)
+    assert not result.is_error, text_of(result)
+    assert "[EMAIL]" in text_of(result) and "jane.roe@example.org" not in text_of(result)
 
 
 async def test_pages_returns_only_the_pages_asked_for(stack: Stack, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from support.documents import scanned_pdf, text_pdf, text_png
 from support.invoices import INVOICE_SCHEMA, invoice_pdf
+from support.personal import form_pdf
 from support.processes import stop
 from support.services import start_producer
 from support.stack import Stack
@@ -503,3 +504,19 @@ def test_the_fields_tab_lists_each_value_and_hovering_one_draws_its_box_on_the_p
     assert saved == fetched(stack.api, f"/v1/jobs/{job_id}/result?format=fields").content
     page.screenshot(path=str(artifacts / "fields.png"), full_page=True)
     console.assert_clean(artifacts / "console-fields.txt")
+
+
+def test_a_redacted_job_shows_black_boxes_where_its_values_were(
+    stack: Stack, browser: Any, artifacts: Path
+) -> None:
+    stack.start_worker()
+    job_id = stack.submit(form_pdf(), redact=["email", "iban"], text_layer="auto")
+    stack.wait(job_id)
+    [first] = result_of(stack.api, job_id)["pages"]
+    page, console = open_page(browser, f"{stack.api}/ui#job={job_id}")
+    rendered(page, 1, "blank")
+    drawn = page.locator("#boxes .redaction-box")
+    assert drawn.count() == sum(len(r["boxes"]) for r in first["redactions"]) == 2
+    assert "[EMAIL]" in page.locator("#text").inner_text()
+    page.screenshot(path=str(artifacts / "redacted.png"), full_page=True)
+    console.assert_clean(artifacts / "console-redacted.txt")

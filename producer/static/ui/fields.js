@@ -1,4 +1,5 @@
-// The Fields tab: each value the job's extract schema asked for, with where it was read.
+// The Fields tab: each value the job's extract schema asked for, with where it was read;
+// and a redacted job's masked values, drawn black over the page.
 // Hovering a field draws its boxes on its page (clicking one on another page goes there);
 // a value found on no page says so. Values are the document's text: set as textContent only.
 
@@ -47,4 +48,15 @@ export function fieldBoxes(source) {
     });
     return box;
   });
+}
+
+// A redacted job's masked values: black boxes where each was (its kind as the title).
+export function redactionBoxes(page) {
+  return (page.redactions || []).flatMap((redaction) => fieldBoxes({
+    path: redaction.kind, boxes: redaction.boxes,
+  }).map((box) => {
+    box.className = "redaction-box";
+    box.title = `redacted: ${redaction.kind}`;
+    return box;
+  }));
 }

@@ -4,7 +4,7 @@
 
 import { baseName, DownloadMenu, Images } from "./downloads.js";
 import { blockName, canonical, labelCounts, labelName, paint } from "./labels.js";
-import { fieldBoxes, fieldItems } from "./fields.js";
+import { fieldBoxes, fieldItems, redactionBoxes } from "./fields.js";
 import { drawPage } from "./pages.js";
 import { blockItem, hasBox, tableNumbers } from "./panels.js";
 
@@ -184,7 +184,7 @@ export class Viewer {
         width: `${(x2 - x1) * 100}%`, height: `${(y2 - y1) * 100}%`,
       });
       return [box];
-    }));
+    }), ...redactionBoxes(page));
   }
 
   texts(page) {
