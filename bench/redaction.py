@@ -22,14 +22,12 @@ from typing import Any
 
 import httpx
 import pymupdf
-import tesserocr
-from PIL import Image
 
-from ocrq.consumer.engines.tesseract import tessdata_dir
 from ocrq.consumer.redact.detect import Detector
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.sniff import sniff_media_type
 from tests.support import services
+from tests.support.personal import ocr_of_pdf
 
 HERE = Path(__file__).resolve().parent
 FOLDERS = (HERE / "documents" / "quality", HERE / "documents" / "fields")
@@ -76,16 +74,6 @@ def _seconds(stamp: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def ocr_of(pdf: bytes) -> str:
-    """What Tesseract reads in the PDF's page images at 200 dpi."""
-    texts = []
-    for page in pymupdf.open(stream=pdf):
-        pixmap = page.get_pixmap(dpi=200, colorspace=pymupdf.csGRAY)
-        image = Image.frombytes("L", (pixmap.width, pixmap.height), pixmap.samples)
-        texts.append(tesserocr.image_to_text(image, path=tessdata_dir(), lang="eng"))
-    return "\n".join(texts)
 
 
 def found_values(client: httpx.Client, job_id: str, detector: Detector) -> list[tuple[str, str]]:
@@ -139,7 +127,7 @@ def run(only: str | None, countries: str) -> None:
             leaked["pdf text"] += leaks(
                 "".join(p.get_text() for p in pymupdf.open(stream=pdf)), strings
             )
-            leaked["pdf pixels (OCR)"] += leaks(ocr_of(pdf), strings)
+            leaked["pdf pixels (OCR)"] += leaks(ocr_of_pdf(pdf), strings)
             print(
                 f"{path.name}: {len(values)} values {sorted(set(k for k, _ in values))}", flush=True
             )

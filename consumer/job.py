@@ -7,11 +7,11 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import structlog
 
+from ocrq.consumer.after_text import after_text
 from ocrq.consumer.assemble import assemble
 from ocrq.consumer.documents import DocumentSpool, page_limit
 from ocrq.consumer.engines.base import EngineOutput
@@ -31,8 +31,6 @@ from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, Field, JobR
 from ocrq.shared.schemas import (
     DocumentRef,
     EngineInfo,
-    ErrorBody,
-    Fields,
     Page,
     Result,
     Status,
@@ -215,7 +213,8 @@ class JobRunner:
                 timings=self._timings(job, queued_ms),
                 keep_furniture=job.options.keep_headers_footers,
             )
-            lines = await self._after_text(job, result, outputs, redactor)
+            reader = self.fields or FieldReader(self.settings.extract, None)
+            lines = await after_text(reader, job.options, job.doc, result, outputs, redactor)
             searchable = await self._searchable_pdf(job, result, outputs, redactor, lines)
             result.images = sorted(name.removeprefix(FIGURES) for name in {*job.files, *stored})
             if self.results is not None:
@@ -261,46 +260,6 @@ class JobRunner:
                 raise Abandoned(f"job is {status}" if status else "job is gone") from e
             message = "the document is gone from the store"
             raise OcrqError(ErrorCode.CORRUPT_DOCUMENT, message) from e
-
-    def _field_reader(self) -> FieldReader:
-        return self.fields or FieldReader(self.settings.extract, None)
-
-    async def _after_text(
-        self,
-        job: JobPages,
-        result: Result,
-        outputs: list[EngineOutput],
-        redactor: Redactor | None,
-    ) -> list[Line]:
-        """Fields and redaction boxes, both read from the pages' lines of words (returned)."""
-        if not job.options.extract and redactor is None:
-            return []
-        words = {n: w for out in outputs for n, w in out.words.items()}
-        lines = await self._field_reader().page_lines(result, words, job.doc)
-        if job.options.extract:
-            result.fields = await self._fields(job.options.extract, result, lines)
-        if redactor is not None:
-            redactor.place(result, lines)
-        return lines
-
-    async def _fields(self, schema: dict[str, Any], result: Result, lines: list[Line]) -> Fields:
-        """The extract option's fields; a failure there never fails the OCR result."""
-        started = time.monotonic()
-        try:
-            fields = await self._field_reader().read(schema, result, lines)
-        except Exception as e:  # a bug in reading fields must not cost the user the text
-            log.exception("fields_crashed", error=repr(e))
-            message = f"fields could not be read: {type(e).__name__}"
-            fields = Fields(error=ErrorBody(code=ErrorCode.EXTRACT_ERROR.value, message=message))
-        found = sum(1 for s in fields.sources if s.grounded)
-        log.info(
-            "fields",
-            method=fields.method,
-            grounded=found,
-            error=bool(fields.error),
-            seconds=round(time.monotonic() - started, 3),
-        )
-        return fields
 
     async def _searchable_pdf(
         self,

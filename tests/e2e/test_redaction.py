@@ -6,6 +6,7 @@ pixels, Redis or the object store; what is not personal is still there."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -17,13 +18,11 @@ import httpx
 import pymupdf
 import pytest
 import redis
-import tesserocr
-from PIL import Image
-from support.personal import KEPT, PERSONAL, form_pdf, form_scan, holds_any
+from support.personal import KEPT, PERSONAL, form_pdf, form_scan, holds_any, ocr_of_pdf
 from support.stack import Stack, running_stack
 
-from ocrq.consumer.engines.tesseract import tessdata_dir
-from ocrq.shared.settings import Settings, replace_settings
+from ocrq.shared.blobs import open_blob_store
+from ocrq.shared.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -54,16 +53,6 @@ def assert_no_value_in_any_text_output(stack: Stack, job_id: str) -> None:
     markdown = result_in(stack, job_id, "markdown").decode()
     assert all(f"[{kind.upper()}]" in markdown for kind in KINDS), markdown
     assert all(word in markdown for word in KEPT), markdown
-
-
-def ocr_of_pdf(pdf: bytes) -> str:
-    """What Tesseract reads in the PDF's page images (at 200 dpi)."""
-    texts = []
-    for page in pymupdf.open(stream=pdf):
-        pixmap = page.get_pixmap(dpi=200, colorspace=pymupdf.csGRAY)
-        image = Image.frombytes("L", (pixmap.width, pixmap.height), pixmap.samples)
-        texts.append(tesserocr.image_to_text(image, path=tessdata_dir(), lang="eng"))
-    return "\n".join(texts)
 
 
 def assert_pdf_shows_and_holds_no_value(pdf: bytes) -> None:
@@ -103,6 +92,25 @@ def test_a_scanned_form_is_masked_from_the_engine_s_words_and_burnt_where_they_w
     assert_pdf_shows_and_holds_no_value(result_in(stack, view["id"], "pdf"))
 
 
+def test_a_sideways_scan_is_burnt_where_its_values_stand_on_the_page_as_it_came(
+    stack: Stack,
+) -> None:
+    stack.start_worker(engine="local", vllm_url="")
+    doc = pymupdf.open(stream=form_scan())
+    doc[0].set_rotation(90)  # a sheet fed in sideways: the engine reads it turned upright
+    view = redacted_job(stack, doc.tobytes())
+    [page] = view["result"]["pages"]
+    assert page["rotation"] in (90, 270) and len(page["redactions"]) == len(PERSONAL)
+    pdf = result_in(stack, view["id"], "pdf")
+    upright = pymupdf.open(stream=pdf)
+    # The PDF shows the page as it came; turned back as the engine turned it (counter-
+    # clockwise, where /Rotate turns clockwise), it reads upright.
+    upright[0].set_rotation((360 - page["rotation"]) % 360)
+    seen = ocr_of_pdf(upright.tobytes())
+    assert holds_any(seen, VALUES) == [] and "Harbourside" in seen, seen
+    assert holds_any("".join(p.get_text() for p in upright), VALUES) == []
+
+
 def redis_dump(settings: Settings) -> bytes:
     """Everything under the stack's prefix in Redis: hashes, strings, streams, lists, sets."""
     client = redis.Redis.from_url(settings.store.redis_url)
@@ -126,27 +134,39 @@ def redis_dump(settings: Settings) -> bytes:
 
 
 @pytest.fixture
-def file_store_stack(settings: Settings, tmp_path: Path) -> Iterator[tuple[Stack, Path]]:
-    """A stack whose results go to a file:// object store."""
-    folder = tmp_path / "blobs"
-    with running_stack(replace_settings(settings, blob_url=f"file://{folder}"), tmp_path) as s:
-        yield s, folder
+def store_stack(each_blob_settings: Settings, tmp_path: Path) -> Iterator[Stack]:
+    """A stack whose results go to an object store: a file:// folder, then SeaweedFS's S3."""
+    with running_stack(each_blob_settings, tmp_path) as stack:
+        yield stack
 
 
-def test_neither_redis_nor_the_store_keeps_the_original_text(
-    file_store_stack: tuple[Stack, Path],
-) -> None:
-    stack, folder = file_store_stack
+def store_objects(settings: Settings) -> dict[str, bytes]:
+    """Every object under the test's store prefix, read back."""
+
+    async def read_all() -> dict[str, bytes]:
+        store = open_blob_store(settings)
+        assert store is not None
+        try:
+            keys = [info.key async for info in store.list("")]
+            return {key: await store.get(key) for key in keys}
+        finally:
+            await store.aclose()
+
+    return asyncio.run(read_all())
+
+
+def test_neither_redis_nor_the_store_keeps_the_original_text(store_stack: Stack) -> None:
+    stack = store_stack
     stack.start_worker(engine="local", vllm_url="")
     plain = stack.wait(stack.submit(form_pdf(), pages="1"), 120)  # the control: not redacted
     assert holds_any(result_in(stack, plain["id"], "markdown"), VALUES) != []
     httpx.delete(f"{stack.api}/v1/jobs/{plain['id']}", timeout=30).raise_for_status()
     view = redacted_job(stack, form_pdf(), searchable_pdf=True)
     assert holds_any(redis_dump(stack.settings), VALUES) == []
-    stored = [p for p in folder.rglob("*") if p.is_file()]
-    assert stored, "the result went to the store"
-    for path in stored:
-        assert holds_any(path.read_bytes(), VALUES) == [], path
+    stored = store_objects(stack.settings)
+    assert any(key.endswith(".pdf") for key in stored), sorted(stored)  # results went there
+    for key, data in stored.items():
+        assert holds_any(data, VALUES) == [], key
     assert "[EMAIL]" in result_in(stack, view["id"], "markdown").decode()
 
 

@@ -6,6 +6,10 @@
 from __future__ import annotations
 
 import pymupdf
+import tesserocr
+from PIL import Image
+
+from ocrq.consumer.engines.tesseract import tessdata_dir
 
 # Each value and its kind; all valid (check digits hold), all fictitious.
 PERSONAL: dict[str, str] = {
@@ -60,3 +64,13 @@ def holds_any(text: str | bytes, values: list[str]) -> list[str]:
     data = text.decode(errors="replace") if isinstance(text, bytes) else text
     folded = data.lower()
     return [v for value in values for v in variants(value) if v.lower() in folded]
+
+
+def ocr_of_pdf(pdf: bytes) -> str:
+    """What Tesseract reads in the PDF's page images (at 200 dpi): what a reader sees."""
+    texts = []
+    for page in pymupdf.open(stream=pdf):
+        pixmap = page.get_pixmap(dpi=200, colorspace=pymupdf.csGRAY)
+        image = Image.frombytes("L", (pixmap.width, pixmap.height), pixmap.samples)
+        texts.append(tesserocr.image_to_text(image, path=tessdata_dir(), lang="eng"))
+    return "\n".join(texts)
