@@ -78,6 +78,9 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
         err = OcrqError(ErrorCode.UNAVAILABLE, "the object store is unreachable", retry_after=5)
     elif is_oom(exc):
         err = store_full()
+    elif isinstance(exc, RecursionError):  # msgspec's decoder, on JSON nested thousands deep
+        log.warning("request_nested_too_deeply", path=request.url.path)
+        err = OcrqError(ErrorCode.INVALID_REQUEST, "the request's JSON is nested too deeply")
     else:
         log.exception("unhandled_error", error=repr(exc))
         err = OcrqError(ErrorCode.INTERNAL, "internal error")

@@ -13,6 +13,8 @@ from ocrq.shared.errors import ErrorCode, OcrqError
 
 MAX_PROPERTIES = 200  # leaf values a schema may ask for, nested ones included
 MAX_DEPTH = 6  # objects and arrays inside each other
+# The schema's JSON itself, checked before anything walks it (the validators recurse).
+MAX_JSON_DEPTH = 32
 
 
 def check_extract_schema(schema: dict[str, Any], max_bytes: int) -> None:
@@ -20,6 +22,8 @@ def check_extract_schema(schema: dict[str, Any], max_bytes: int) -> None:
     size = len(msgspec.json.encode(schema))
     if size > max_bytes:
         raise _bad(f"{size} bytes; at most {max_bytes} (OCRQ_MAX_EXTRACT_SCHEMA_BYTES)")
+    if json_depth(schema) > MAX_JSON_DEPTH:
+        raise _bad(f"its JSON is nested more than {MAX_JSON_DEPTH} levels deep")
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as e:
@@ -34,6 +38,23 @@ def check_extract_schema(schema: dict[str, Any], max_bytes: int) -> None:
         raise _bad(f"{len(leaves)} fields; at most {MAX_PROPERTIES}")
     if any(path.count("/") >= MAX_DEPTH for path, _ in leaves):
         raise _bad(f"nested more than {MAX_DEPTH} levels deep")
+
+
+def json_depth(value: Any) -> int:
+    """How deep objects and arrays nest in a JSON value (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_JSON_DEPTH:
+                    return depth + 1  # deep enough to refuse: no need to walk further
+                stack.append((child, depth + 1))
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def _bad(problem: str) -> OcrqError:

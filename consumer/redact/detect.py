@@ -172,7 +172,11 @@ def births(countries: list[str]) -> Finder:
 def pattern_finder(rule: RedactPattern) -> Finder:
     """A custom pattern; one that runs past PATTERN_TIMEOUT_S fails the job (a value it
     would have masked must not slip through)."""
-    compiled = regex.compile(rule.pattern)
+    try:
+        compiled = regex.compile(rule.pattern)
+    except regex.error as e:  # checked with re at ingest; the regex module may still differ
+        message = f"redact: the pattern {rule.pattern!r} is not a regular expression: {e}"
+        raise OcrqError(ErrorCode.INVALID_REQUEST, message) from e
 
     def find(text: str) -> Iterator[Span]:
         try:

@@ -111,3 +111,14 @@ def test_headers_that_never_end_are_cut_off_with_408(live_producer: str) -> None
     answer, waited = raw_request(live_producer, b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-a: ")
     assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
     assert 9 < waited < 20  # HEADER_TIMEOUT_S is 10 s
+
+
+@pytest.mark.parametrize("field", ["extract", "batch_size"])
+def test_json_nested_thousands_deep_is_a_400_not_a_500(api: TestClient[Any], field: str) -> None:
+    nested = b"[" * 5000 + b"]" * 5000
+    body = b'{"document": "JVBERi0xLjQK", "options": {"%s": %s}}' % (field.encode(), nested)
+    r = api.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json() == {
+        "code": "invalid_request",
+        "message": "the request's JSON is nested too deeply",
+    }

@@ -57,6 +57,14 @@ def test_a_schema_the_worker_cannot_use_is_refused_by_name(
     assert refused.value.code == "invalid_request" and problem in refused.value.message
 
 
+def test_a_schema_nested_deep_enough_to_exhaust_the_validator_is_a_400_not_a_crash() -> None:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(400):  # 8 KB: under the size limit, past Python's recursion limit
+        schema = {"properties": {"a": schema}}
+    with pytest.raises(OcrqError, match="nested more than 32 levels"):
+        check_extract_schema({"type": "object", "properties": {"x": schema}}, 16_384)
+
+
 def test_a_schema_over_the_size_limit_is_refused_before_it_is_read() -> None:
     with pytest.raises(OcrqError, match=r"at most 100 \(OCRQ_MAX_EXTRACT_SCHEMA_BYTES"):
         check_extract_schema(INVOICE, 100)
