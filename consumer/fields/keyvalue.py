@@ -96,30 +96,40 @@ def labelled(name: str, schema: dict[str, Any], lines: list[Line]) -> Found | No
     phrases = label_phrases(name, schema)
     amount = kind_of(name, schema) == "amount"
     best: Found | None = None
-    for index, line in enumerate(lines):
-        hit = label_at(line.text, phrases)
-        if hit is None:
-            continue
-        start, end = hit
-        found = value_on(line, end, name, schema, LABEL_CONFIDENCE)
-        share = 1.0
-        if found is None and (below := line_below(lines, index)) is not None:
-            found, share = value_on(below, 0, name, schema, BELOW_CONFIDENCE), BELOW_SHARE
-            if found is not None:  # the label's whole line is its key part
-                found.score = share * label_share(line.text, start, end, "", amount)
-        elif found is not None:
-            found.score = label_share(line.text, start, end, found.text, amount)
-        if found is None:
-            continue
-        # The best share wins; among equals, the later line: a document's final total
-        # comes after its subtotals ("Total", "Rounding", "Total rounded").
-        if (
-            best is None
-            or found.score > best.score + 1e-6
-            or (amount and found.score >= best.score - 1e-6)
-        ):
+    for index in range(len(lines)):
+        found = beside_or_below(lines, index, phrases, name, schema)
+        if found is not None and (best is None or _better(found, best, amount)):
             best = found
     return best
+
+
+def beside_or_below(
+    lines: list[Line], index: int, phrases: list[str], name: str, schema: dict[str, Any]
+) -> Found | None:
+    """The value a label on line ``index`` names, scored: beside it, else on the line below."""
+    line = lines[index]
+    hit = label_at(line.text, phrases)
+    if hit is None:
+        return None
+    start, end = hit
+    amount = kind_of(name, schema) == "amount"
+    found = value_on(line, end, name, schema, LABEL_CONFIDENCE)
+    if found is not None:
+        found.score = label_share(line.text, start, end, found.text, amount)
+        return found
+    below = line_below(lines, index)
+    found = value_on(below, 0, name, schema, BELOW_CONFIDENCE) if below else None
+    if found is not None:  # the label's whole line is its key part
+        found.score = BELOW_SHARE * label_share(line.text, start, end, "", amount)
+    return found
+
+
+def _better(found: Found, best: Found, amount: bool) -> bool:
+    """The best share wins; among equals, for an amount, the later line: a document's final
+    total comes after its subtotals ("Total", "Rounding", "Total rounded")."""
+    if abs(found.score - best.score) > 1e-6:
+        return found.score > best.score
+    return amount
 
 
 def label_share(text: str, start: int, end: int, value: str, amount: bool) -> float:
