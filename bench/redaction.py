@@ -27,7 +27,7 @@ from ocrq.consumer.redact.detect import Detector
 from ocrq.shared.schemas import JobOptions
 from ocrq.shared.sniff import sniff_media_type
 from tests.support import services
-from tests.support.personal import ocr_of_pdf
+from tests.support.personal import holds_any, ocr_of_pdf
 
 HERE = Path(__file__).resolve().parent
 FOLDERS = (HERE / "documents" / "quality", HERE / "documents" / "fields")
@@ -45,16 +45,9 @@ def documents(only: str | None) -> list[Path]:
     return [p for p in found if not only or only in p.name]
 
 
-def variants(value: str) -> set[str]:
-    """A value as it may be written: as found, without spaces, without spaces or dashes."""
-    bare = value.replace(" ", "")
-    return {value.lower(), bare.lower(), bare.replace("-", "").lower()}
-
-
 def leaks(text: str, values: list[str]) -> int:
     """How many of the values ``text`` still holds in some form."""
-    folded = text.lower()
-    return sum(1 for v in values if any(form in folded for form in variants(v)))
+    return len(holds_any(text, values))
 
 
 def job(client: httpx.Client, path: Path, options: dict[str, Any]) -> tuple[str, float]:

@@ -28,14 +28,7 @@ from ocrq.shared.blobs.base import BlobError, BlobMissing, BlobStore
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.lanes import LaneEntry
 from ocrq.shared.record import FIGURES, SEARCHABLE_PDF, WORK_FIELDS, Field, JobRecord
-from ocrq.shared.schemas import (
-    DocumentRef,
-    EngineInfo,
-    Page,
-    Result,
-    Status,
-    Timings,
-)
+from ocrq.shared.schemas import DocumentRef, EngineInfo, Page, Result, Status, Timings
 from ocrq.shared.settings import Settings
 from ocrq.shared.store import REDIS_DOWN, STORE_ERRORS, JobStore, Outcome, Usage, now_ms
 from ocrq.shared.tracing import annotate, span, tracing_active

@@ -472,9 +472,7 @@ class Rasteriser:
     ) -> int:
         """The document's read pages with an invisible text layer (consumer/searchable.py),
         written to ``out_path`` (never sent back whole from the render process); its size."""
-        # A page takes milliseconds; a long document gets time in proportion.
-        timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
-        return await self._run(
+        return await self._pdf(
             "making the searchable PDF",
             write_searchable_pdf,
             path,
@@ -483,7 +481,6 @@ class Rasteriser:
             words,
             dpi,
             out_path,
-            timeout_s=timeout_s,
         )
 
     async def redacted_pdf(
@@ -496,8 +493,7 @@ class Rasteriser:
         out_path: str,
     ) -> int:
         """The redacted PDF (consumer/redact/pdf.py) written to ``out_path``; its size."""
-        timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
-        return await self._run(
+        return await self._pdf(
             "drawing the redacted PDF",
             write_redacted_pdf,
             path,
@@ -506,8 +502,21 @@ class Rasteriser:
             lines,
             dpi,
             out_path,
-            timeout_s=timeout_s,
         )
+
+    async def _pdf(
+        self,
+        what: str,
+        write: Callable[..., int],
+        path: str,
+        media_type: str,
+        pages: list[Page],
+        *rest: object,
+    ) -> int:
+        """A PDF written in a render process; a page takes milliseconds, so a long document
+        gets time in proportion."""
+        timeout_s = self.timeout_s + SEARCHABLE_S_PER_PAGE * len(pages)
+        return await self._run(what, write, path, media_type, pages, *rest, timeout_s=timeout_s)
 
     async def figures(
         self, images: list[PageImage], pages: list[Page]

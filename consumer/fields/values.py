@@ -29,7 +29,7 @@ _DATE = re.compile(
 # "64. 15": OCR often reads a space after the decimal mark of a printed amount.
 _AMOUNT = re.compile(r"(?<![\d.,])-?\d{1,3}(?:[ ,.]\d{3})*(?:[.,] ?\d{2}|[.,]\d)?(?![\d])")
 _NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _CARD = re.compile(r"\b\d(?:[ -]?\d){12,18}\b")
 _VAT = re.compile(r"\b[A-Z]{2}[ -]?[0-9A-Z]{8,12}\b")
@@ -142,7 +142,7 @@ def read_number(text: str, schema: dict[str, Any]) -> Found | None:
 
 def read_email(text: str, schema: dict[str, Any]) -> Found | None:
     """An e-mail address."""
-    match = _EMAIL.search(text)
+    match = EMAIL.search(text)
     return (match.group().lower(), match.group()) if match else None
 
 

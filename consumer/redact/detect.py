@@ -24,12 +24,12 @@ from stdnum.it import codicefiscale
 from stdnum.nl import bsn
 from stdnum.us import ssn
 
+from ocrq.consumer.fields.values import EMAIL
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.redaction import countries_of
 from ocrq.shared.schemas import JobOptions, RedactPattern
 
 PATTERN_TIMEOUT_S = 1.0  # one custom pattern over one text, at most
-_EMAIL = regex.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _IBAN = regex.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{1,4}){3,8}\b", regex.IGNORECASE)
 _CARD = regex.compile(r"(?<![\d-])[2-6]\d{3}(?:[ -]?\d){9,15}(?![\d-])")
 _DATE = r"(\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{4}-\d{2}-\d{2}|\d{1,2}\.? [A-Za-zéû]{3,9}\.? \d{4})"
@@ -98,7 +98,7 @@ class Detector:
 
 def emails(countries: list[str]) -> Finder:
     def find(text: str) -> Iterator[Span]:
-        for m in _EMAIL.finditer(text):
+        for m in EMAIL.finditer(text):
             yield Span(m.start(), m.end(), "email")
 
     return find

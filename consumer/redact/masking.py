@@ -11,44 +11,41 @@ from ocrq.shared.render.markdown import page_markdown
 from ocrq.shared.schemas import Fields, Page, Segment
 
 
-def masked(text: str, detector: Detector) -> tuple[str, int]:
-    """The text with each span replaced by its mask, and how many were."""
-    spans = detector.find(text)
-    for span in reversed(spans):
+def masked(text: str, detector: Detector) -> str:
+    """The text with each span replaced by its mask."""
+    for span in reversed(detector.find(text)):
         text = text[: span.start] + mask(span.kind) + text[span.end :]
-    return text, len(spans)
+    return text
 
 
-def mask_page(page: Page, detector: Detector, keep_furniture: bool) -> int:
-    """Mask the page's texts in place, its Markdown written again from its blocks; the values
-    masked. A figure's crop could show what was masked: it is not kept."""
-    count = 0
+def mask_page(page: Page, detector: Detector, keep_furniture: bool) -> None:
+    """Mask the page's texts in place, its Markdown written again from its blocks (the
+    result counts the masks at the end). A figure's crop could show what was masked: it is
+    not kept."""
     for block in page.blocks:
-        block.text, found = masked(block.text, detector)
-        count += found
+        block.text = masked(block.text, detector)
         if block.table is not None:
-            block.table.html = masked(block.table.html, detector)[0]
+            block.table.html = masked(block.table.html, detector)
             for cell in block.table.cells:
-                cell.text = masked(cell.text, detector)[0]
+                cell.text = masked(cell.text, detector)
         if block.label == "figure":
             block.image, block.text = None, ""
     if page.markdown is not None and page.blocks:
         page.markdown = page_markdown(page, keep_furniture=keep_furniture)
     elif page.markdown is not None:  # an engine that gives text without blocks
-        page.markdown, count = masked(page.markdown, detector)
-    return count
+        page.markdown = masked(page.markdown, detector)
 
 
 def mask_segments(segments: list[Segment], detector: Detector) -> None:
     """Mask the text that several pages share (a multi-page engine request)."""
     for segment in segments:
-        segment.markdown = masked(segment.markdown, detector)[0]
+        segment.markdown = masked(segment.markdown, detector)
 
 
 def mask_value(value: Any, detector: Detector) -> Any:
     """A JSON value with every string in it masked."""
     if isinstance(value, str):
-        return masked(value, detector)[0]
+        return masked(value, detector)
     if isinstance(value, list):
         return [mask_value(v, detector) for v in value]
     if isinstance(value, dict):
@@ -61,4 +58,4 @@ def mask_fields(fields: Fields, detector: Detector) -> None:
     fields.values = mask_value(fields.values, detector)
     for source in fields.sources:
         source.value = mask_value(source.value, detector)
-        source.text = masked(source.text, detector)[0]
+        source.text = masked(source.text, detector)

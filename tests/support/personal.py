@@ -60,10 +60,10 @@ def variants(value: str) -> list[str]:
 
 
 def holds_any(text: str | bytes, values: list[str]) -> list[str]:
-    """The values (in any of their forms) that ``text`` still holds."""
+    """The values that ``text`` still holds, in any of their forms (each value once)."""
     data = text.decode(errors="replace") if isinstance(text, bytes) else text
     folded = data.lower()
-    return [v for value in values for v in variants(value) if v.lower() in folded]
+    return [value for value in values if any(v.lower() in folded for v in variants(value))]
 
 
 def ocr_of_pdf(pdf: bytes) -> str:
