@@ -8,11 +8,16 @@ For each document size, in one run on one private Redis (AOF off, then AOF every
   + XADD + EXEC, as ocrq writes a job (the ceiling any HTTP front can reach);
 - ocrq producer, raw body / multipart / JSON base64, with 1 and 2 uvicorn processes (auth
   off, metrics and JSON access logging on, as shipped);
-- the FastAPI peer (bench/peer_fastapi.py: the same MULTI, nothing else), raw body.
+- the FastAPI peer (bench/peer_fastapi.py: the same MULTI, nothing else), raw body;
+- the floor (bench/relay_floor.py): a raw asyncio relay that parses HTTP with httptools and
+  writes hand-packed RESP, the most any Python front can reach on these cores;
+- ocrq raw under granian instead of uvicorn (the ASGI server lever), when it is installed.
 
 Every phase sends the same number of documents (C clients in one separate process), is
-repeated, and reports jobs/s as the median of the repeats (min..max), plus the ratio to the
-raw Redis limit measured in the same run. Redis is flushed between phases.
+repeated, and reports jobs/s as the median of the repeats (min..max), the ratio to the
+raw Redis limit and to the peer measured in the same run, and the server's CPU time per job
+(its processes' user + system time over the phase, psutil): throughput on a shared 2-core
+box moves with its neighbours, CPU per job much less. Redis is flushed between phases.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import asyncio
 import base64
 import contextlib
 import functools
+import importlib.util
 import os
 import secrets
 import statistics
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import redis
 import redis.asyncio as aioredis
 
@@ -44,6 +51,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent  # `python -m bench.bench_enqueue` runs from here
 SIZES = {"100k": 100 * 1024, "1m": 1024 * 1024, "10m": 10 * 1024 * 1024 - 4096}
 DOCS = {"100k": 2000, "1m": 600, "10m": 60}  # per phase: ~1 GB at most in Redis
+API_KEY = "bench-key-0123456789abcdef"
+# The producer as shipped: auth on with one key, metrics on, the JSON access log at info.
+SHIPPED = {"api_keys": f"bench:{API_KEY}", "log_level": "info", "max_backlog": "1000000"}
 
 
 def document(size: int) -> bytes:
@@ -71,8 +81,24 @@ async def raw_limit(url: str, data: bytes, count: int, clients: int) -> float:
     return count / elapsed
 
 
-def http_load(url: str, kind: str, size: int, count: int, clients: int) -> float:
-    """jobs/s of `count` uploads of one kind from a separate process (C concurrent)."""
+def server_cpu_s(url: str) -> float:
+    """User + system seconds so far of the processes listening on url's port (+ children)."""
+    port = int(url.rsplit(":", 1)[1])
+    owners = {c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.pid}
+    total = 0.0
+    for pid in owners:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            for each in (proc, *proc.children(recursive=True)):
+                times = each.cpu_times()
+                total += times.user + times.system
+    return total
+
+
+def http_load(url: str, kind: str, size: int, count: int, clients: int) -> tuple[float, float]:
+    """(jobs/s, server CPU µs per job) of `count` uploads of one kind from a separate
+    process (C concurrent)."""
+    cpu_before = server_cpu_s(url)
     client = ["--client", url, kind, str(size), str(count), str(clients)]
     done = subprocess.run(
         [sys.executable, "-m", "bench.bench_enqueue", *client],
@@ -82,7 +108,9 @@ def http_load(url: str, kind: str, size: int, count: int, clients: int) -> float
         check=True,
         timeout=1800,
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    return float(done.stdout.strip().splitlines()[-1]), (
+        server_cpu_s(url) - cpu_before
+    ) / count * 1e6
 
 
 async def client_main(url: str, kind: str, size: int, count: int, clients: int) -> float:
@@ -91,7 +119,8 @@ async def client_main(url: str, kind: str, size: int, count: int, clients: int) 
     json_body = b'{"document": "' + base64.b64encode(data) + b'", "filename": "d.pdf"}'
     todo = iter(range(count))
     limits = httpx.Limits(max_connections=clients)
-    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
+    key = {"x-api-key": API_KEY}  # the peer ignores it; ocrq checks it, as shipped
+    async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits, headers=key) as http:
         await http.get("/healthz")
 
         async def send() -> httpx.Response:
@@ -152,19 +181,66 @@ def fastapi_peer(redis_url: str, log: Path) -> Iterator[str]:
 
 
 def measure(
-    label: str, run: Callable[[], float], repeats: int, flush: Callable[[], None]
+    label: str,
+    run: Callable[[], float | tuple[float, float]],
+    repeats: int,
+    flush: Callable[[], object],
 ) -> dict[str, Any]:
-    """Median, min and max jobs/s of `repeats` runs, Redis flushed before each."""
-    rates = []
+    """Median, min and max jobs/s of `repeats` runs (and the median server CPU per job),
+    Redis flushed before each."""
+    rates, cpus = [], []
     for _ in range(repeats):
         flush()
-        rates.append(run())
+        got = run()
+        rate, cpu = got if isinstance(got, tuple) else (got, None)
+        rates.append(rate)
+        if cpu is not None:
+            cpus.append(cpu)
     return {
         "label": label,
         "median": statistics.median(rates),
         "min": min(rates),
         "max": max(rates),
+        "cpu_us": statistics.median(cpus) if cpus else None,
     }
+
+
+@contextlib.contextmanager
+def relay_floor(redis_port: int, log: Path) -> Iterator[str]:
+    """bench/relay_floor.py, one process."""
+    port = free_port()
+    with log.open("wb") as out:
+        argv = ["--port", str(port), "--redis-port", str(redis_port)]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.relay_floor", *argv], cwd=REPO, stderr=out
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        processes.wait_http(f"{url}/", proc, 30.0, log)
+        yield url
+    finally:
+        processes.stop(proc, processes.STOP_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def granian_producer(redis_url: str, log: Path) -> Iterator[str]:
+    """The producer app under granian (ASGI, uvloop, one process), settings as shipped."""
+    port = free_port()
+    settings = {**SHIPPED, "redis_url": redis_url, "host": "127.0.0.1", "port": str(port)}
+    env = {**os.environ, **{f"OCRQ_{k.upper()}": v for k, v in settings.items()}}
+    env["OCRQ_LOG_FORMAT"] = "json"
+    argv = ["--interface", "asgi", "--factory", "--loop", "uvloop", "--no-ws"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "ocrq.producer.app:create_app"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "granian", *argv], env=env, stdout=out, stderr=out
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        processes.wait_http(f"{url}/healthz", proc, 30.0, log)
+        yield url
+    finally:
+        processes.stop(proc, processes.STOP_TIMEOUT_S)
 
 
 def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[dict[str, Any]]:
@@ -174,39 +250,51 @@ def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[
     sync = redis.Redis.from_url(server.url)
     data = document(size)
     rows = []
+
+    def phase(label: str, url: str, kind: str = "raw") -> None:
+        load = functools.partial(http_load, url, kind, size, count, c)
+        rows.append(measure(label, load, args.repeats, sync.flushall))
+
     try:
-        flush = sync.flushall
+        limit = functools.partial(raw_limit, server.url, data, count, c)
         rows.append(
-            measure(
-                "raw Redis limit (MULTI HSET+XADD)",
-                lambda: asyncio.run(raw_limit(server.url, data, count, c)),
-                args.repeats,
-                flush,
-            )
-        )
+            measure("raw Redis limit (MULTI HSET+XADD)", lambda: asyncio.run(limit()),
+                    args.repeats, sync.flushall)
+        )  # fmt: skip
+        with relay_floor(server.port, tmp / "floor.log") as url:
+            phase("floor: raw asyncio relay (1 process)", url)
         for workers in (1, 2):
-            with services.producer(server.url, tmp, workers, max_backlog="1000000") as url:
+            with services.producer(server.url, tmp, workers, **SHIPPED) as url:
                 for kind in ("raw", "multipart", "json") if workers == 1 else ("raw",):
-                    load = functools.partial(http_load, url, kind, size, count, c)
-                    rows.append(
-                        measure(f"ocrq {kind} ({workers} process)", load, args.repeats, flush)
-                    )
+                    phase(f"ocrq {kind} ({workers} process)", url, kind)
+        if importlib.util.find_spec("granian") is not None:
+            with granian_producer(server.url, tmp / "granian.log") as url:
+                phase("ocrq raw under granian (1 process)", url)
         with fastapi_peer(server.url, tmp / "peer.log") as url:
-            rows.append(
-                measure(
-                    "FastAPI peer raw (1 process)",
-                    lambda: http_load(url, "raw", size, count, c),
-                    args.repeats,
-                    flush,
-                )
-            )
+            phase("FastAPI peer raw (1 process)", url)
     finally:
         sync.close()
         server.stop()
-    limit = rows[0]["median"]
     for row in rows:
-        row["ratio"] = row["median"] / limit
+        row["ratio"] = row["median"] / rows[0]["median"]
+        row["peer"] = row["median"] / rows[-1]["median"]
     return rows
+
+
+HEADER = (
+    "| phase | jobs/s median (min..max) | of the raw limit | of the peer | server CPU µs/job |\n"
+    "|---|---|--:|--:|--:|"
+)
+
+
+def table_row(row: dict[str, Any]) -> str:
+    """One phase as a Markdown table row."""
+    spread = f"{row['min']:,.1f}..{row['max']:,.1f}"
+    cpu = f"{row['cpu_us']:,.0f}" if row["cpu_us"] is not None else ""
+    return (
+        f"| {row['label']} | {row['median']:,.1f} ({spread}) | {row['ratio']:.0%} "
+        f"| {row['peer']:.2f} | {cpu} |"
+    )
 
 
 def main() -> None:
@@ -230,13 +318,9 @@ def main() -> None:
             for name in args.sizes:
                 mode = "everysec" if aof else "off"
                 print(f"\n## {name} documents, AOF {mode}, {args.clients} clients")
-                print("| phase | jobs/s median (min..max) | of the raw limit |\n|---|---|---|")
+                print(HEADER)
                 for row in run_size(name, args, tmp, aof):
-                    spread = f"{row['min']:,.1f}..{row['max']:,.1f}"
-                    line = (
-                        f"| {row['label']} | {row['median']:,.1f} ({spread}) | {row['ratio']:.0%} |"
-                    )
-                    print(line, flush=True)
+                    print(table_row(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from ocrq.producer.runtime import Runtime
 from ocrq.producer.tokens import TokenVerifier, looks_like_jwt
 from ocrq.producer.ui import page_headers, ui_router
 from ocrq.producer.usage import USAGE_HANDLERS
+from ocrq.shared.audit_store import AuditTrail
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.blobs import BlobError
 from ocrq.shared.blobs.opening import open_blob_store
@@ -201,8 +202,9 @@ def lifespan_for(settings: Settings, tokens: TokenVerifier | None = None) -> Any
         blobs = open_blob_store(settings, observe=metrics.observe_blob)
         events = EventHub(store.event_channel)
         await events.start()
+        audit = AuditTrail(store, settings.tenancy.audit_retention_days)
         app.state.runtime = Runtime(
-            settings, store, events, auth, metrics, BatchStore(store), blobs=blobs
+            settings, store, events, auth, metrics, BatchStore(store), audit, blobs=blobs
         )
         try:
             yield

@@ -34,7 +34,6 @@ from ocrq.shared.audit_store import (
     AuditEntry,
     AuditPage,
     AuditQuery,
-    AuditTrail,
     is_entry_id,
 )
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -229,9 +228,8 @@ async def record(
     if not stored:
         runtime.metrics.audit_refusals_unstored.inc()
     else:
-        trail = AuditTrail(runtime.store, runtime.settings.tenancy.audit_retention_days)
         try:
-            entry.id = await trail.append(entry)
+            entry.id = await runtime.audit.append(entry)
         except Exception as e:  # Redis down, at maxmemory, …: the answer stands
             stored = False
             log.error("audit_write_failed", action=action, error=repr(e))
@@ -275,7 +273,7 @@ async def read_audit(
         before=before,
         limit=limit,
     )
-    return await AuditTrail(rt.store, rt.settings.tenancy.audit_retention_days).read(query)
+    return await rt.audit.read(query)
 
 
 def instant_ms(raw: str | None, name: str, *, end_of_day: bool = False) -> int | None:

@@ -16,6 +16,7 @@ from ocrq.producer.events import EventHub
 from ocrq.producer.flights import SingleFlight
 from ocrq.producer.metrics import ProducerMetrics
 from ocrq.producer.tokens import Identity
+from ocrq.shared.audit_store import AuditTrail
 from ocrq.shared.batch_store import BatchStore
 from ocrq.shared.blobs import BlobStore
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -27,8 +28,8 @@ IDENTITY = "ocrq.identity"  # the scope state's key of the request's checked cal
 
 @dataclass(frozen=True)
 class Runtime:
-    """Settings plus the one Redis pool, the one pub/sub hub, auth, metrics and the object
-    store (None when OCRQ_BLOB_URL is unset: every byte stays in Redis)."""
+    """Settings plus the one Redis pool, the one pub/sub hub, auth, metrics, the audit
+    trail and the object store (None when OCRQ_BLOB_URL is unset: every byte stays in Redis)."""
 
     settings: Settings
     store: JobStore
@@ -36,6 +37,7 @@ class Runtime:
     auth: Authenticator
     metrics: ProducerMetrics
     batches: BatchStore
+    audit: AuditTrail  # the process's one trail: concurrent appends share round trips
     blobs: BlobStore | None = None
     flights: SingleFlight = field(default_factory=SingleFlight)  # shared reads (live events)
     decode_gate: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))

@@ -8,6 +8,7 @@ no other command writes the stream. The entry id is the time it was written.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -74,20 +75,60 @@ def _id_key(entry_id: str) -> tuple[int, int]:
 
 
 class AuditTrail:
-    """Appends entries to the audit stream and reads them back."""
+    """Appends entries to the audit stream and reads them back.
+
+    Appends are group-committed: while one round trip writes entries, those that arrive
+    meanwhile wait and go together in the next one (one pipeline), so concurrent requests
+    share round trips and no entry waits for a timer. One trail per process.
+    """
 
     def __init__(self, store: JobStore, retention_days: int) -> None:
         self.redis, self.key = store.redis, store.keys.audit()
         self.retention_ms = max(0, retention_days) * DAY_MS
+        self._waiting: list[tuple[dict[FieldT, EncodableT], asyncio.Future[str]]] = []
+        self._writing = False
 
     async def append(self, entry: AuditEntry) -> str:
         """Add one entry (its empty fields left out), trimming what retention drops; its id."""
         written = msgspec.structs.asdict(entry).items()
         fields: dict[FieldT, EncodableT] = {k: v for k, v in written if v and k != "id"}
+        added: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.append((fields, added))
+        if not self._writing:  # this caller writes, until nothing waits any more
+            await self._write_waiting()
+        return await added
+
+    async def _write_waiting(self) -> None:
+        self._writing = True
+        try:
+            while self._waiting:
+                group, self._waiting = self._waiting, []
+                await self._write_group(group)
+        finally:
+            self._writing = False
+            for _, added in self._waiting:  # the writer was cancelled: none is left hanging
+                added.set_exception(RuntimeError("the audit writer stopped"))
+            self._waiting = []
+
+    async def _write_group(
+        self, group: list[tuple[dict[FieldT, EncodableT], asyncio.Future[str]]]
+    ) -> None:
         # 0 days: nothing is dropped (the operator trims the stream by other means).
         minid = str(now_ms() - self.retention_ms) if self.retention_ms else None
-        added = await self.redis.xadd(self.key, fields, minid=minid, approximate=True)
-        return text(added)
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for fields, _ in group:
+                    pipe.xadd(self.key, fields, minid=minid, approximate=True)
+                ids = await pipe.execute()
+        except BaseException as e:  # each waiting request logs and counts its own failure
+            failure = e if isinstance(e, Exception) else RuntimeError("the audit writer stopped")
+            for _, added in group:
+                added.set_exception(failure)
+            if not isinstance(e, Exception):
+                raise
+            return
+        for (_, added), entry_id in zip(group, ids, strict=True):
+            added.set_result(text(entry_id))
 
     async def read(self, query: AuditQuery) -> AuditPage:
         """Entries newest first, filtered; past MAX_SCAN looked at, a cursor to go on."""

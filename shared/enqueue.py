@@ -1,14 +1,15 @@
-"""Writing a new job: two reads that check, then one MULTI/EXEC that writes everything.
+"""Writing a new job: one MULTI/EXEC, one round trip, that checks and writes everything.
 
-A document (up to 10 MB) passed to a Lua script is copied into and through Lua; the same
-writes in MULTI/EXEC go straight to the hash (measured in BENCHMARKS.md). So the checks
-(the Idempotency-Key, the tenant's and the lane's backlogs) are plain reads, and the job
-hash, its stream entry, the idempotency key, the tenant index, the tenant's active set and
+A document (up to 10 MB) passed to a Lua script is copied into and through Lua (measured in
+BENCHMARKS.md), so the transaction first writes the job's fields, document included, to an
+incoming hash, and then runs a short script (scripts/enqueue.lua) that gets only ids and
+numbers: it checks the Idempotency-Key, an id the client chose and the tenant's and the
+lane's backlogs, and either RENAMEs the incoming hash into the job's (O(1), nothing copied)
+and writes the stream entry, the idempotency key, the tenant index, the tenant's active set,
 the batch's counters and, with fair share, the job's place in its tenant's queue
-(shared/fair.py) are one transaction:
-nothing can see a stream entry without its job, and a producer that dies between the reads
-and EXEC has written nothing. The Idempotency-Key is WATCHed, as arq does: two uploads with
-one key race to EXEC; the loser's transaction is void and it answers with the winner's job.
+(shared/fair.py), or deletes the incoming hash and says why not. EXEC runs it all at once:
+nothing can see a stream entry without its job or a job that was refused, two uploads with
+one Idempotency-Key cannot both win, and a producer that dies before EXEC has written nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ExecAbortError, OutOfMemoryError, ResponseError, WatchError
+from redis.commands.core import AsyncScript
+from redis.exceptions import ExecAbortError, NoScriptError, OutOfMemoryError, ResponseError
 
 from ocrq.shared.connect import REDIS_DOWN
 from ocrq.shared.errors import ErrorCode, OcrqError
@@ -33,6 +35,7 @@ from ocrq.shared.settings import Settings
 
 FULL_RETRY_S = 5  # Retry-After of a full lane, and of a tenant at its backlog
 FORGET_SAMPLE = 32  # oldest members per partition checked when a tenant is at its backlog
+INCOMING_TTL_MS = 60_000  # an incoming hash outlives only a transaction whose script failed
 
 
 class NewJob:
@@ -57,6 +60,7 @@ class NewJob:
         self.tag = tag_of(job_id)
         self.tenant = text(fields.get(Field.TENANT, ""))
         self.job = keys.job(job_id)
+        self.incoming = keys.incoming(job_id)  # the fields, until the script admits them
         self.stream = keys.stream(lane, self.tag)
         self.index = keys.tenant_jobs(self.tenant, self.tag)
         self.active = keys.tenant_active(self.tenant, self.tag)
@@ -87,7 +91,7 @@ class NewJob:
 
 
 async def enqueue(
-    nodes: NodeClients, settings: Settings, new: NewJob, idem: str | None
+    nodes: NodeClients, settings: Settings, new: NewJob, idem: str | None, script: AsyncScript
 ) -> tuple[bool, str]:
     """Write the job unless its Idempotency-Key names a live one; (created, job id).
 
@@ -95,7 +99,7 @@ async def enqueue(
     transaction goes to the slot's master over a plain client (shared/nodes.py).
     """
     try:
-        return await _enqueue(nodes, settings, new, new.idem_key(idem))
+        return await _enqueue(nodes, settings, new, new.idem_key(idem), script)
     except ResponseError as e:
         if not is_moved(e):
             raise
@@ -115,61 +119,89 @@ async def _refresh_quietly(nodes: NodeClients) -> None:
 
 
 async def _enqueue(
-    nodes: NodeClients, settings: Settings, new: NewJob, idem: str | None
+    nodes: NodeClients, settings: Settings, new: NewJob, idem: str | None, script: AsyncScript
 ) -> tuple[bool, str]:
     """The transaction; ``idem`` is the Idempotency-Key's Redis key (None without one)."""
-    redis = nodes.for_key(new.job)
-    async with redis.pipeline(transaction=True) as pipe:
-        while True:
-            try:
-                watched = [k for k in (idem, new.job if new.given_id else None) if k]
-                if watched:
-                    await pipe.watch(*watched)
-                prior = await _prior_job(pipe, new, idem)  # immediate: the pipe is WATCHing
-                if prior is not None:
-                    return False, prior
-                if new.given_id and await pipe.exists(new.job):
-                    raise OcrqError(ErrorCode.CONFLICT, f"job {new.job_id} already exists")
-                await _check_room(nodes.redis, settings, new)
-                pipe.multi()  # type: ignore[no-untyped-call]
-                _write(pipe, settings, new, idem)
-                await _execute(pipe)
-                await confirm_replicated(nodes, settings, new.keys.replicated(new.tag), new.job_id)
-                return True, new.job_id
-            except WatchError:  # another upload with the same key won the race: look again
-                continue
-
-
-async def _prior_job(pipe: Any, new: NewJob, idem: str | None) -> str | None:
-    """The live job an Idempotency-Key already names, if any."""
-    if not idem:
-        return None
-    prior = await pipe.get(idem)
-    if prior is None or not await pipe.exists(new.keys.job(text(prior))):
-        return None
-    return text(prior)
-
-
-async def _check_room(redis: aioredis.Redis, settings: Settings, new: NewJob) -> None:
-    """Refuse a tenant at its backlog (429), then a full lane (503): reads, one round trip.
-
-    Reads outside the transaction: the limits are soft ones (a few concurrent uploads may
-    pass them together), which keeps uploads from aborting each other's transactions.
-    """
     sets = new.tenant_sets() if settings.api.max_tenant_backlog > 0 else []
+    elsewhere = await _active_elsewhere(nodes.redis, new, sets)
+    for _ in range(2):  # again once jobs that had ended no longer hold the tenant's places
+        verdict = await _transact(nodes.for_key(new.job), settings, new, idem, script, elsewhere)
+        kind = text(verdict[0])
+        if kind == "new":
+            await confirm_replicated(nodes, settings, new.keys.replicated(new.tag), new.job_id)
+            return True, new.job_id
+        if kind == "replay":
+            return False, text(verdict[1])
+        if kind == "conflict":
+            raise OcrqError(ErrorCode.CONFLICT, f"job {new.job_id} already exists")
+        if kind == "lane-full":
+            raise OcrqError(
+                ErrorCode.QUEUE_FULL,
+                f"the {new.lane} lane holds {int(verdict[1])} jobs",
+                retry_after=FULL_RETRY_S,
+            )
+        await _check_tenant_backlog(nodes.redis, settings, new, sets, int(verdict[1]))
+    raise _tenant_full(new, settings.api.max_tenant_backlog, int(verdict[1]))
+
+
+async def _active_elsewhere(redis: aioredis.Redis, new: NewJob, sets: list[str]) -> int:
+    """The tenant's active jobs in the other partitions (the script counts its own): one
+    round trip, and only with partitions. A soft limit: a few concurrent uploads may pass
+    it together, which keeps uploads from waiting on each other."""
+    others = [key for key in sets if key != new.active]
+    if not others:
+        return 0
     async with redis.pipeline(transaction=False) as pipe:
-        pipe.xlen(new.stream)
-        for key in sets:
+        for key in others:
             pipe.zcard(key)
-        lane, *tenant = [int(n) for n in await pipe.execute()]
-    if sets and sum(tenant) >= settings.api.max_tenant_backlog:
-        await _check_tenant_backlog(redis, settings, new, sets, sum(tenant))
+        return sum(int(n) for n in await pipe.execute())
+
+
+async def _transact(
+    redis: aioredis.Redis,
+    settings: Settings,
+    new: NewJob,
+    idem: str | None,
+    script: AsyncScript,
+    elsewhere: int,
+) -> list[Any]:
+    """MULTI, the fields into the incoming hash, the enqueue script, EXEC: the script's
+    reply. Redis lost its scripts (a restart, SCRIPT FLUSH): loaded, and sent again."""
+    keys, argv = _script_call(settings, new, idem, elsewhere)
+    for _ in range(2):
+        async with redis.pipeline(transaction=True) as pipe:
+            fields: Mapping[Any, Any] = new.fields  # str names; str, int or bytes values
+            pipe.hset(new.incoming, mapping=fields)
+            pipe.pexpire(new.incoming, INCOMING_TTL_MS)
+            pipe.evalsha(script.sha, len(keys), *keys, *argv)
+            reply = (await _execute(pipe))[-1]
+        if not isinstance(reply, NoScriptError):
+            return list(reply)
+        await redis.script_load(script.script)
+    raise OcrqError(ErrorCode.UNAVAILABLE, "the job store keeps losing its scripts", retry_after=1)
+
+
+def _script_call(
+    settings: Settings, new: NewJob, idem: str | None, elsewhere: int
+) -> tuple[list[str], list[str | int | float]]:
+    """enqueue.lua's KEYS and ARGV for this job."""
+    fair = settings.tenancy.fair_share
+    keys = [new.incoming, new.job, new.stream, new.index, new.active]
+    keys += [new.fair_queue, new.fair_tenants, *([idem] if idem else [])]
+    if new.batch:
+        keys += [new.keys.batch(new.batch), new.keys.batch_jobs(new.batch)]
     # Each partition holds its share of a lane: uploads without a key spread evenly, and P
     # XLENs per upload would cost more than they tell.
-    if lane >= -(-settings.api.max_backlog // new.keys.partitions):
-        raise OcrqError(
-            ErrorCode.QUEUE_FULL, f"the {new.lane} lane holds {lane} jobs", retry_after=FULL_RETRY_S
-        )
+    lane_limit = -(-settings.api.max_backlog // new.keys.partitions)
+    argv: list[str | int | float] = [
+        new.job_id, new.created, lane_limit, settings.api.max_tenant_backlog, elsewhere,
+        new.keys.group, int(fair), queue_item(new.job_id, new.batch, new.weight), new.tenant,
+        settings.api.tenant_index_size, settings.api.result_ttl_s, int(bool(idem)),
+        int(bool(new.batch)), settings.api.idempotency_ttl_s, int(new.given_id),
+        new.keys.job_prefix(new.tag),
+    ]  # fmt: skip
+    argv += [part for pair in new.entry(fair).items() for part in pair]
+    return keys, argv
 
 
 async def _check_tenant_backlog(
@@ -184,12 +216,17 @@ async def _check_tenant_backlog(
     active -= await _forget_ended(redis, new.keys, sets)
     limit = settings.api.max_tenant_backlog
     if active >= limit:
-        raise OcrqError(
-            ErrorCode.QUOTA_EXCEEDED,
-            f"tenant {new.tenant} has {active} jobs waiting or running "
-            f"(OCRQ_MAX_TENANT_BACKLOG={limit}): retry once some have ended",
-            retry_after=FULL_RETRY_S,
-        )
+        raise _tenant_full(new, limit, active)
+
+
+def _tenant_full(new: NewJob, limit: int, active: int) -> OcrqError:
+    """The 429 of a tenant holding ``active`` jobs, at its limit."""
+    return OcrqError(
+        ErrorCode.QUOTA_EXCEEDED,
+        f"tenant {new.tenant} has {active} jobs waiting or running "
+        f"(OCRQ_MAX_TENANT_BACKLOG={limit}): retry once some have ended",
+        retry_after=FULL_RETRY_S,
+    )
 
 
 async def _forget_ended(redis: aioredis.Redis, keys: Keys, sets: list[str]) -> int:
@@ -219,40 +256,19 @@ async def _forget_ended(redis: aioredis.Redis, keys: Keys, sets: list[str]) -> i
     return len(ended)
 
 
-def _write(pipe: Any, settings: Settings, new: NewJob, idem: str | None) -> None:
-    """Queue every write of the transaction."""
-    pipe.hset(new.job, mapping=dict(new.fields))
-    # The group must exist at id 0 before the first entry, or KEDA reads a missing lag;
-    # BUSYGROUP (it exists) is the usual answer and is ignored.
-    pipe.xgroup_create(new.stream, new.keys.group, id="0", mkstream=True)
-    fair = settings.tenancy.fair_share
-    pipe.xadd(new.stream, new.entry(fair))
-    if fair:  # the ticket's job waits in its tenant's queue (shared/fair.py)
-        pipe.rpush(new.fair_queue, queue_item(new.job_id, new.batch, new.weight))
-        pipe.zadd(new.fair_tenants, {new.tenant: 0}, nx=True)
-    if idem:
-        pipe.set(idem, new.job_id, ex=settings.api.idempotency_ttl_s)
-    pipe.zadd(new.index, {new.job_id: new.created})
-    pipe.zremrangebyrank(new.index, 0, -settings.api.tenant_index_size - 1)
-    pipe.expire(new.index, settings.api.result_ttl_s)
-    # No TTL: the set lives while its jobs do, and the last one's end removes it.
-    pipe.zadd(new.active, {new.job_id: new.created})
-    if new.batch:
-        pipe.hincrby(new.keys.batch(new.batch), "total", 1)
-        pipe.rpush(new.keys.batch_jobs(new.batch), new.job_id)
-
-
-async def _execute(pipe: Any) -> None:
-    """EXEC; Redis at maxmemory refuses the whole transaction (nothing is written)."""
+async def _execute(pipe: Any) -> list[Any]:
+    """EXEC; Redis at maxmemory refuses the whole transaction (nothing is written). A
+    missing script is the caller's to mend; any other error is raised."""
     try:
-        results = await pipe.execute(raise_on_error=False)
+        results: list[Any] = await pipe.execute(raise_on_error=False)
     except (ExecAbortError, OutOfMemoryError) as e:
         raise store_full() from e
     for result in results:
-        if isinstance(result, ResponseError) and "BUSYGROUP" not in str(result):
-            if isinstance(result, OutOfMemoryError):
-                raise store_full() from result
+        if isinstance(result, OutOfMemoryError):
+            raise store_full() from result
+        if isinstance(result, ResponseError) and not isinstance(result, NoScriptError):
             raise result
+    return results
 
 
 def store_full() -> OcrqError:

@@ -21,6 +21,7 @@ from redis.crc import key_slot
 from ocrq.shared.settings import GROUP, LANES, check_partitions
 
 SCRIPT_NAMES = (
+    "enqueue",
     "claim",
     "progress",
     "finish",
@@ -123,6 +124,10 @@ class Keys:
     def job(self, job_id: str) -> str:
         """The job hash."""
         return f"{self.job_prefix(tag_of(job_id))}{job_id}"
+
+    def incoming(self, job_id: str) -> str:
+        """A new job's fields within its enqueue transaction (shared/enqueue.py)."""
+        return f"{self._in(tag_of(job_id))}incoming:{job_id}"
 
     def job_prefix(self, tag: str) -> str:
         """The partition's job hashes' keys, less the id (take.lua builds them)."""

@@ -160,12 +160,16 @@ class JobStore:
         weight = self.quotas.table.of(text(fields.get(Field.TENANT, ""))).weight
         new = NewJob(self.keys, job_id, lane, fields, batch, given_id=given_id, weight=weight)
         if not self.quotas.counts_jobs(new.tenant):
-            return await write_new_job(self.nodes, self.settings, new, idem)
+            return await write_new_job(
+                self.nodes, self.settings, new, idem, self._scripts["enqueue"]
+            )
         if prior := await self._replayed(new, idem):  # a replay is its first upload's job
             return False, prior
         await self.quotas.admit(new.tenant, job_id, await upload_pages(fields))
         try:
-            created, named = await write_new_job(self.nodes, self.settings, new, idem)
+            created, named = await write_new_job(
+                self.nodes, self.settings, new, idem, self._scripts["enqueue"]
+            )
         except BaseException:
             with contextlib.suppress(*STORE_ERRORS):  # else found ended at the limit
                 await self.quotas.release(new.tenant, job_id, refund=True)

@@ -49,6 +49,7 @@ KEY_ROLES: dict[str, frozenset[Role]] = {
     "no_batch": BOTH,  # keys that never exist, named by the ending scripts
     "webhooks": BOTH,  # the ending scripts add deliveries, the worker sends them
     "tenant_active": BOTH,  # added with the job, removed by the script that ends it
+    "incoming": PRODUCER,  # a new job's fields within its enqueue transaction
     "idem": PRODUCER,
     "batch_idem": PRODUCER,
     "open_batches": PRODUCER,  # batches not yet sealed, for the producers' sweeper
@@ -69,6 +70,7 @@ NOT_KEY_KINDS = frozenset({"pick_tag", "streams", "lane_streams", "job_prefix"})
 
 # The scripts each role runs (a script's "Caller:" header says the same; a test checks).
 SCRIPT_ROLES: dict[str, frozenset[Role]] = {
+    "enqueue": PRODUCER,
     "cancel": PRODUCER,
     "batch_open": PRODUCER,
     "batch_seal": PRODUCER,
@@ -91,9 +93,8 @@ SCRIPT_ROLES: dict[str, frozenset[Role]] = {
 # EVALSHA, and SCRIPT LOAD when the server does not have the script yet).
 COMMON_COMMANDS = ("ping", "evalsha", "script|load")
 PRODUCER_COMMANDS = (
-    # shared/enqueue.py: the reads that check, then one MULTI/EXEC, WATCHing the idem key
-    "watch",
-    "unwatch",
+    # shared/enqueue.py: one MULTI/EXEC (the fields, then enqueue.lua); the tenant's active
+    # jobs in the other partitions counted first
     "multi",
     "exec",
     "discard",
@@ -102,6 +103,7 @@ PRODUCER_COMMANDS = (
     "xlen",
     "zcard",
     "hset",
+    "pexpire",  # the incoming hash's guard, should the script fail
     "xgroup|create",
     "xadd",
     "set",
