@@ -3,7 +3,10 @@
     .venv/bin/python -m bench.bench_ingest --seconds 20 --clients 4
 
 Starts a private Redis and `ocrq producer` (uvicorn, one process), then probes /healthz at a
-steady rate from a separate process with its own httpx client, in phases side by side: idle;
+steady rate from a separate process with its own httpx client, while another process follows
+one job's Server-Sent Events (it moves the job's ``pages_done`` every 250 ms and publishes the
+change, as a worker does, and times each event from publication to arrival), and a thread
+samples the producer's RSS, in phases side by side: idle;
 while N client threads keep submitting 10 MiB documents as JSON base64 (each job is cancelled
 right after it is accepted, which drops its document, so Redis stays small); and, as a
 control, the same documents as raw bodies (no base64, no decode thread). Also times one
@@ -16,19 +19,26 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import itertools
+import json
 import multiprocessing
 import statistics
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from typing import Any
 
 import httpx
 import msgspec
+import psutil
+import redis
 
 from ocrq.producer.jobs.decoding import clean_slice
 from ocrq.producer.jobs.ingest import Query, SubmitPlain, decode_json_slowly, decode_json_submission
+from ocrq.shared.keys import Keys
 from ocrq.shared.schemas import SubmitBody
 from tests.support import measuring, services
 
@@ -36,6 +46,101 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PROBE_TIMEOUT_S = 10.0
 UPLOAD_TIMEOUT_S = 60.0
 MIB = 1024 * 1024
+
+
+EVENT_PERIOD_S = 0.25  # between the follower's changes: more than the SSE coalescing window
+
+
+def follow_events(url: str, redis_url: str, seconds: float, conn: Connection) -> None:
+    """Child process: queue a job, move it every EVENT_PERIOD_S for `seconds` and follow its
+    event stream; send back each event's delay from publication (s) and the longest gap."""
+    store = redis.Redis.from_url(redis_url)
+    keys = Keys()
+    published: dict[int, float] = {}
+    arrivals: list[tuple[float, int]] = []
+    with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
+        queued = client.post(
+            f"{url}/v1/jobs", content=fake_png(1024), headers={"content-type": "image/png"}
+        )
+        job_id = queued.raise_for_status().json()["id"]
+        deadline = time.time() + seconds
+        mover = threading.Thread(
+            target=move_job, args=(store, keys, job_id, deadline, published), daemon=True
+        )
+        events_url = f"{url}/v1/jobs/{job_id}/events"
+        with client.stream("GET", events_url, timeout=seconds + PROBE_TIMEOUT_S) as stream:
+            mover.start()
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    view = json.loads(line[5:])
+                    if view.get("status") == "queued":  # not the last, the mover's ending
+                        done = (view.get("progress") or {}).get("pages_done", 0)
+                        arrivals.append((time.time(), done))
+                if time.time() > deadline + 1.0:
+                    break
+        mover.join(PROBE_TIMEOUT_S)
+    delays = [at - published[k] for at, k in arrivals if k in published]
+    # From the first change on: the stream's first event is the state it found.
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals[1:])]
+    conn.send((delays, max(gaps, default=0.0)))
+    conn.close()
+
+
+def move_job(
+    store: redis.Redis, keys: Keys, job_id: str, deadline: float, published: dict[int, float]
+) -> None:
+    """What a worker's progress does to a job: pages_done moves, the change is published."""
+    done = 0
+    while time.time() < deadline:
+        done += 1
+        store.hset(keys.job(job_id), "pages_done", done)
+        published[done] = time.time()
+        event = {"id": job_id, "status": "queued", "pages_done": done}
+        store.publish(keys.events, msgspec.json.encode(event))
+        time.sleep(EVENT_PERIOD_S)
+    store.hset(keys.job(job_id), "status", "cancelled")  # a terminal state ends the stream
+    store.publish(keys.events, msgspec.json.encode({"id": job_id, "status": "cancelled"}))
+
+
+def in_child(target: Callable[..., None], budget_s: float, *args: object) -> Any:
+    """Run target(*args, conn) in a spawned process (its clock free of the uploaders' GIL)."""
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(*args, sender))
+    proc.start()
+    try:
+        if not receiver.poll(budget_s):
+            raise TimeoutError(f"{target.__name__} gave no result within {budget_s:.0f} s")
+        return receiver.recv()
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+
+
+class RssPeak:
+    """The producer's peak resident memory (its process and children), sampled every 50 ms."""
+
+    def __init__(self, url: str) -> None:
+        port = int(url.rsplit(":", 1)[1])
+        pids = {c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.pid}
+        self.procs = [psutil.Process(pid) for pid in pids]
+        self.peak, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            rss = sum(p.memory_info().rss for p in self.procs)
+            self.peak = max(self.peak, rss)
+
+    def __enter__(self) -> RssPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(1.0)
 
 
 def probe_healthz(url: str, seconds: float, rate_hz: float, conn: Connection) -> None:
@@ -52,21 +157,23 @@ def probe_healthz(url: str, seconds: float, rate_hz: float, conn: Connection) ->
 
 def run_probes(url: str, seconds: float, rate_hz: float) -> tuple[list[float], int]:
     """Run the prober in its own process, so the uploaders' GIL never delays its clock."""
-    ctx = multiprocessing.get_context("spawn")
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=probe_healthz, args=(f"{url}/healthz", seconds, rate_hz, sender))
-    proc.start()
-    try:
+    budget_s = seconds + PROBE_TIMEOUT_S + 30
+    result: tuple[list[float], int] = in_child(
+        probe_healthz, budget_s, f"{url}/healthz", seconds, rate_hz
+    )
+    return result
+
+
+def measure_phase(
+    url: str, redis_url: str, seconds: float, rate_hz: float
+) -> tuple[list[float], int, list[float], float, int]:
+    """Probes, the followed job's event delays and longest gap, and the peak RSS, at once."""
+    with RssPeak(url) as rss, ThreadPoolExecutor(1) as pool:
         budget_s = seconds + PROBE_TIMEOUT_S + 30
-        if not receiver.poll(budget_s):
-            raise TimeoutError(f"prober gave no result within {budget_s:.0f} s")
-        latencies, failures = receiver.recv()
-        return latencies, failures
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(10)
+        followed = pool.submit(in_child, follow_events, budget_s, url, redis_url, seconds)
+        latencies, failures = run_probes(url, seconds, rate_hz)
+        delays, gap = followed.result(budget_s)
+    return latencies, failures, delays, gap, rss.peak
 
 
 @dataclass(frozen=True)
@@ -177,6 +284,9 @@ class Phase:
     body_bytes: int = 0
     uploads: int = 0
     upload_latencies: list[float] = field(default_factory=list)
+    event_delays: list[float] = field(default_factory=list)
+    event_gap: float = 0.0
+    rss_peak: int = 0
 
     def pct(self, q: float) -> float:
         """The q-quantile of the probe latencies, in ms (nearest rank)."""
@@ -187,7 +297,7 @@ class Phase:
         return ordered[index] * 1000
 
 
-def busy_phase(url: str, upload: Upload, args: argparse.Namespace) -> Phase:
+def busy_phase(url: str, redis_url: str, upload: Upload, args: argparse.Namespace) -> Phase:
     """Probe while `clients` threads keep uploading; count uploads inside the probe window."""
     uploads, stop = Uploads(), threading.Event()
     threads = [
@@ -199,7 +309,9 @@ def busy_phase(url: str, upload: Upload, args: argparse.Namespace) -> Phase:
     try:
         time.sleep(args.warmup)  # every client has an upload in flight before probing starts
         started = time.perf_counter()
-        latencies, failures = run_probes(url, args.seconds, args.rate)
+        latencies, failures, delays, gap, rss = measure_phase(
+            url, redis_url, args.seconds, args.rate
+        )
         ended = time.perf_counter()
     finally:
         stop.set()
@@ -215,6 +327,9 @@ def busy_phase(url: str, upload: Upload, args: argparse.Namespace) -> Phase:
         len(upload.body),
         uploads.between(started, ended),
         uploads.latencies,
+        delays,
+        gap,
+        rss,
     )
 
 
@@ -232,6 +347,17 @@ def print_table(phases: list[Phase], doc_bytes: int) -> None:
             f"{p.pct(0.99):>7.2f} {p.pct(1.0):>8.2f} {rate:>9.2f} {rate * doc_bytes / 1e6:>8.1f} "
             f"{rate * p.body_bytes / 1e6:>9.1f} {upload_p50:>13.0f}"
         )
+    print(
+        f"\n{'phase':<6} {'events':>6} {'delay p50 ms':>12} {'delay max ms':>12} "
+        f"{'longest gap ms':>14} {'producer RSS peak MiB':>21}"
+    )
+    for p in phases:
+        ordered = sorted(p.event_delays) or [float("nan")]
+        print(
+            f"{p.name:<6} {len(p.event_delays):>6} {statistics.median(ordered) * 1000:>12.1f} "
+            f"{ordered[-1] * 1000:>12.1f} {p.event_gap * 1000:>14.1f} {p.rss_peak / MIB:>21.0f}"
+        )
+    print(f"(a change every {EVENT_PERIOD_S * 1000:.0f} ms: the gap beyond that is lateness)")
     base = phases[0]
     for p in phases[1:]:
         print(f"p99({p.name}) / p99({base.name}) = {p.pct(0.99) / base.pct(0.99):.2f}x")
@@ -274,11 +400,17 @@ def main() -> int:
         with services.producer(redis_url, tmp, **env) as url:
             print(f"producer {url}; idle phase: {args.seconds:g} s at {args.rate:g} probes/s")
             started = time.perf_counter()
-            latencies, failures = run_probes(url, args.seconds, args.rate)
-            phases = [Phase("idle", latencies, failures, time.perf_counter() - started)]
+            latencies, failures, delays, gap, rss = measure_phase(
+                url, redis_url, args.seconds, args.rate
+            )
+            elapsed = time.perf_counter() - started
+            phases = [
+                Phase("idle", latencies, failures, elapsed, event_delays=delays, event_gap=gap,
+                      rss_peak=rss)
+            ]  # fmt: skip
             for upload in uploads:
                 print(f"{upload.name} phase: {args.clients} clients uploading {args.doc_mib:g} MiB")
-                phases.append(busy_phase(url, upload, args))
+                phases.append(busy_phase(url, redis_url, upload, args))
     print_table(phases, doc_bytes)
     print_decode(decode_s, steps, doc_bytes)
     return 0
