@@ -145,39 +145,48 @@ async def client_main(url: str, kind: str, size: int, count: int, clients: int) 
 
 
 @contextlib.contextmanager
-def fastapi_peer(redis_url: str, log: Path) -> Iterator[str]:
-    """The FastAPI peer under uvicorn (uvloop, httptools), one process."""
-    port = free_port()
-    env = {**os.environ, "REDIS_URL": redis_url}
+def served(
+    argv: list[str], port: int, ready_path: str, log: Path, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """`python ARGV` listening on port (its output to log), ready when ready_path answers
+    200; its base URL until the block ends."""
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--app-dir",
-                str(HERE),
-                "peer_fastapi:app",
-                "--port",
-                str(port),
-                "--loop",
-                "uvloop",
-                "--http",
-                "httptools",
-                "--no-access-log",
-                "--log-level",
-                "warning",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=out,
+            [sys.executable, *argv], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        processes.wait_http(f"{url}/docs", proc, 30.0, log)
+        processes.wait_http(f"{url}{ready_path}", proc, 30.0, log)
         yield url
     finally:
         processes.stop(proc, processes.STOP_TIMEOUT_S)
+
+
+def fastapi_peer(redis_url: str, log: Path) -> contextlib.AbstractContextManager[str]:
+    """The FastAPI peer under uvicorn (uvloop, httptools), one process."""
+    port = free_port()
+    argv = ["-m", "uvicorn", "--app-dir", str(HERE), "peer_fastapi:app", "--port", str(port)]
+    argv += ["--loop", "uvloop", "--http", "httptools", "--no-access-log"]
+    argv += ["--log-level", "warning"]
+    return served(argv, port, "/docs", log, {**os.environ, "REDIS_URL": redis_url})
+
+
+def relay_floor(redis_port: int, log: Path) -> contextlib.AbstractContextManager[str]:
+    """bench/relay_floor.py, one process."""
+    port = free_port()
+    argv = ["-m", "bench.relay_floor", "--port", str(port), "--redis-port", str(redis_port)]
+    return served(argv, port, "/", log)
+
+
+def granian_producer(redis_url: str, log: Path) -> contextlib.AbstractContextManager[str]:
+    """The producer app under granian (ASGI, uvloop, one process), settings as shipped."""
+    port = free_port()
+    settings = {**SHIPPED, "redis_url": redis_url, "host": "127.0.0.1", "port": str(port)}
+    env = {**os.environ, **{f"OCRQ_{k.upper()}": v for k, v in settings.items()}}
+    env["OCRQ_LOG_FORMAT"] = "json"
+    argv = ["-m", "granian", "--interface", "asgi", "--factory", "--loop", "uvloop", "--no-ws"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "ocrq.producer.app:create_app"]
+    return served(argv, port, "/healthz", log, env)
 
 
 def measure(
@@ -203,44 +212,6 @@ def measure(
         "max": max(rates),
         "cpu_us": statistics.median(cpus) if cpus else None,
     }
-
-
-@contextlib.contextmanager
-def relay_floor(redis_port: int, log: Path) -> Iterator[str]:
-    """bench/relay_floor.py, one process."""
-    port = free_port()
-    with log.open("wb") as out:
-        argv = ["--port", str(port), "--redis-port", str(redis_port)]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.relay_floor", *argv], cwd=REPO, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        processes.wait_http(f"{url}/", proc, 30.0, log)
-        yield url
-    finally:
-        processes.stop(proc, processes.STOP_TIMEOUT_S)
-
-
-@contextlib.contextmanager
-def granian_producer(redis_url: str, log: Path) -> Iterator[str]:
-    """The producer app under granian (ASGI, uvloop, one process), settings as shipped."""
-    port = free_port()
-    settings = {**SHIPPED, "redis_url": redis_url, "host": "127.0.0.1", "port": str(port)}
-    env = {**os.environ, **{f"OCRQ_{k.upper()}": v for k, v in settings.items()}}
-    env["OCRQ_LOG_FORMAT"] = "json"
-    argv = ["--interface", "asgi", "--factory", "--loop", "uvloop", "--no-ws"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "ocrq.producer.app:create_app"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "granian", *argv], env=env, stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        processes.wait_http(f"{url}/healthz", proc, 30.0, log)
-        yield url
-    finally:
-        processes.stop(proc, processes.STOP_TIMEOUT_S)
 
 
 def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[dict[str, Any]]:
