@@ -24,7 +24,7 @@ from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from ocrq.producer.batches.json_stream import MAX_NAME_BYTES, DocumentArrayScanner
 from ocrq.producer.batches.spool import Spool
-from ocrq.producer.jobs.decoding import decode_document, too_large
+from ocrq.producer.jobs.decoding import decode_document, decode_plain, too_large
 from ocrq.producer.jobs.ingest import json_body_limit
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Inbound
@@ -68,9 +68,9 @@ class BatchDocument(Inbound):
 
 
 class PlainBatchDocument(Inbound):
-    """BatchDocument in the usual spelling: standard padded base64, decoded by msgspec in C."""
+    """BatchDocument with the document left as JSON text, for decode_plain (the usual spelling)."""
 
-    document: bytes
+    document: msgspec.Raw
     filename: Annotated[str, msgspec.Meta(max_length=MAX_NAME_BYTES)] | None = None
 
 
@@ -301,12 +301,13 @@ def json_document(raw: bytes, limit: int) -> Part:
     try:  # the fast path, as for one job (ingest.decode_json_submission)
         plain = msgspec.json.decode(raw, type=PlainBatchDocument)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        pass  # data URIs, line breaks, URL-safe alphabet, … or a real error: the slow path
-    else:
-        if len(plain.document) > limit:
+        plain = None  # data URIs, line breaks, URL-safe alphabet, … or a real error: the slow path
+    data = None if plain is None else decode_plain(plain.document)
+    if plain is not None and data is not None:
+        if len(data) > limit:
             return Part(label(plain.filename), error=too_large(limit))
-        if plain.document:
-            return Part(label(plain.filename), plain.document)
+        if data:
+            return Part(label(plain.filename), data)
     try:
         item = msgspec.json.decode(raw, type=BatchDocument)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import binascii
 import re
 
+import msgspec
+import pybase64
+
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 _DATA_URI = re.compile(r"^\s*data:([\w.+-]+/[\w.+-]+)?((?:;[\w-]+=[^;,]*)*);base64,", re.I)
@@ -18,6 +21,22 @@ SLICE = 1 << 20
 def too_large(limit: int) -> OcrqError:
     """The 413 for a document over the limit."""
     return OcrqError(ErrorCode.PAYLOAD_TOO_LARGE, f"document exceeds {limit} bytes")
+
+
+def decode_plain(raw: msgspec.Raw) -> bytes | None:
+    """A JSON string of standard padded base64 without escapes, decoded; None otherwise.
+
+    pybase64's SIMD decoder reads 13 MB in under a millisecond (msgspec's own decoder holds
+    the GIL about 11 ms for it, stalling the event loop); every other spelling, and every
+    error, is left to decode_document, which says what is wrong.
+    """
+    text = memoryview(raw)
+    if len(text) < 2 or text[0] != 0x22 or text[-1] != 0x22:  # not a string
+        return None
+    try:
+        return pybase64.b64decode(text[1:-1], validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def split_data_uri(text: str) -> tuple[str | None, int]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ocrq.producer.jobs.decoding import SLICE, decode_document
+from ocrq.producer.jobs.decoding import SLICE, decode_document, decode_plain
 from ocrq.shared.errors import ErrorCode, OcrqError
 
 DATA = st.binary(min_size=1, max_size=3000)
@@ -52,3 +53,29 @@ def test_a_document_one_byte_over_the_limit_is_413(extra: int) -> None:
     with pytest.raises(OcrqError) as caught:
         decode_document(base64.b64encode(data).decode(), max_document=SLICE + extra - 1)
     assert caught.value.code is ErrorCode.PAYLOAD_TOO_LARGE
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_the_fast_path_decodes_only_what_the_slow_path_decodes_the_same(text: str) -> None:
+    decoded = decode_plain(msgspec.Raw(msgspec.json.encode(text)))
+    if decoded is None:
+        return  # left to the slow path, whatever it says
+    if not decoded:  # the callers refuse it as empty, as the slow path does
+        assert text == ""
+        return
+    assert decode_document(text, max_document=1000)[1] == decoded
+
+
+@settings(max_examples=200, deadline=None)
+@given(DATA)
+def test_the_usual_spelling_takes_the_fast_path(data: bytes) -> None:
+    assert decode_plain(msgspec.Raw(msgspec.json.encode(base64.b64encode(data).decode()))) == data
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ['"QUJD\\/w=="', '"QUJD"x', "12", '"QUJD\n"', '"QUJ"', '"QU=D"', '"data:;base64,QUJD"'],
+)
+def test_every_other_spelling_is_left_to_the_slow_path(spelling: str) -> None:
+    assert decode_plain(msgspec.Raw(spelling.encode())) is None
