@@ -16,6 +16,7 @@ pages already read when the stream starts first; the terminal event comes after 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
@@ -37,7 +38,9 @@ from ocrq.shared.schemas import TERMINAL, Base, BatchCounts, Status
 
 log = structlog.get_logger("ocrq.producer")
 HEARTBEAT_S = 15.0
-COALESCE_S = 0.1  # a burst of changes (a batch's jobs ending together) is one event
+# At most one event per COALESCE_S: the first change after a quiet spell is read at once,
+# and a burst (a batch's jobs ending together) that follows it is one more event.
+COALESCE_S = 0.1
 # What a job's event carries, the tenant to check who may see it, and (done with an object
 # store) where its result is: the page feed reads the last pages from there.
 EVENT_FIELDS = (*SUMMARY_FIELDS, Field.TENANT, Field.RESULT_REF)
@@ -139,6 +142,7 @@ async def stream(
     gives the events that follow a state (a terminal state comes after them)."""
     with rt.events.watch(key) as changed:
         while True:
+            read_at = time.monotonic()
             try:
                 event_id, data, terminal = await read()
             except OcrqError as e:  # deleted while followed: a last event says so, whole
@@ -163,7 +167,7 @@ async def stream(
             except TimeoutError:
                 yield ServerSentEventMessage(comment="keep-alive")
                 continue
-            await asyncio.sleep(COALESCE_S)
+            await asyncio.sleep(read_at + COALESCE_S - time.monotonic())
             changed.clear()
 
 

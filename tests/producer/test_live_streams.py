@@ -1,5 +1,6 @@
-"""A job or batch deleted while its event stream is followed: the stream ends with a final
-`deleted` event, whole, and the producer logs no traceback."""
+"""Event streams of a real producer: a burst of changes is coalesced without losing the last
+state; a job or batch deleted while followed ends its stream with a final `deleted` event,
+whole, and the producer logs no traceback."""
 
 from __future__ import annotations
 
@@ -8,18 +9,23 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from httpx_sse import connect_sse
 from support.payloads import b64, small_pdf
 from support.processes import stop, wait_http
 from support.services import redis_env
+from support.topology import sync_client
 
+from ocrq.producer.live import COALESCE_S
 from ocrq.shared.embedded import free_port
+from ocrq.shared.keys import Keys
 from ocrq.shared.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -101,3 +107,34 @@ def test_deleting_a_followed_batch_ends_its_stream_with_a_deleted_event(
     kind, _, data = events[-1]
     assert (kind, data) == ("batch", {"id": batch_id, "status": "deleted"}), events
     assert "Traceback" not in producer.log() and "Exception in ASGI" not in producer.log()
+
+
+def test_a_burst_of_changes_is_coalesced_and_its_last_state_is_sent(
+    producer: Producer, settings: Settings
+) -> None:
+    api = httpx.Client(base_url=producer.url, timeout=30)
+    job_id = api.post("/v1/jobs", json={"document": b64(small_pdf())}).json()["id"]
+    keys, r = Keys(settings.store.prefix), sync_client(settings)
+    took: list[float] = []
+
+    def publish(fields: dict[str, Any]) -> None:  # what a worker's progress does
+        r.hset(keys.job(job_id), mapping=fields)
+        r.publish(keys.events, msgspec.json.encode({"id": job_id, **fields}))
+
+    def burst() -> None:
+        started = time.monotonic()
+        for done in range(1, 41):
+            publish({"status": "queued", "pages_done": done})
+        took.append(time.monotonic() - started)
+        time.sleep(5 * COALESCE_S)  # the burst's last event goes out before the stream ends
+        publish({"status": "cancelled"})
+
+    try:
+        events = follow_while(f"{producer.url}/v1/jobs/{job_id}/events", burst)
+    finally:
+        r.close()
+    progress = [data["progress"]["pages_done"] for _, _, data in events[1:-1]]
+    assert progress and progress[-1] == 40, events
+    # At most one event per window the burst spanned, plus the one that opened it.
+    assert len(progress) <= 2 + took[0] / COALESCE_S, (progress, took)
+    assert events[-1][2]["status"] == "cancelled"
