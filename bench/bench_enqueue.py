@@ -81,17 +81,34 @@ async def raw_limit(url: str, data: bytes, count: int, clients: int) -> float:
     return count / elapsed
 
 
+def launched_by_us(proc: psutil.Process) -> psutil.Process:
+    """The process this bench started that proc belongs to (proc, or the ancestor whose
+    parent is the bench): a server's supervisor and all its workers count as one server.
+    proc itself when the bench did not start it."""
+    ancestor = proc
+    while (parent := ancestor.parent()) is not None:
+        if parent.pid == os.getpid():
+            return ancestor
+        ancestor = parent
+    return proc
+
+
 def server_cpu_s(url: str) -> float:
-    """User + system seconds so far of the processes listening on url's port (+ children)."""
+    """User + system seconds so far of the server listening on url's port: the process the
+    bench started and every process under it (uvicorn's workers included, whichever of them
+    psutil names as the socket's owner)."""
     port = int(url.rsplit(":", 1)[1])
     owners = {c.pid for c in psutil.net_connections("tcp") if c.laddr.port == port and c.pid}
-    total = 0.0
+    tree: dict[int, psutil.Process] = {}
     for pid in owners:
         with contextlib.suppress(psutil.NoSuchProcess):
-            proc = psutil.Process(pid)
-            for each in (proc, *proc.children(recursive=True)):
-                times = each.cpu_times()
-                total += times.user + times.system
+            root = launched_by_us(psutil.Process(pid))
+            tree.update((each.pid, each) for each in (root, *root.children(recursive=True)))
+    total = 0.0
+    for each in tree.values():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = each.cpu_times()
+            total += times.user + times.system
     return total
 
 

@@ -91,6 +91,9 @@ def move_job(
 ) -> None:
     """What a worker's progress does to a job: pages_done moves, the change is published."""
     done = 0
+    # The first change a period in: one right at the stream's start would wait out the
+    # coalescing window of the stream's first read, which no later event does.
+    time.sleep(EVENT_PERIOD_S)
     while time.time() < deadline:
         done += 1
         store.hset(keys.job(job_id), "pages_done", done)
