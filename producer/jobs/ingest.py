@@ -277,7 +277,7 @@ class FormParts:
         self.max_document = max_document
         self.fields: dict[str, str] = {}
         # The file part's pieces as the parser hands them over, joined once at the end.
-        self.pieces: list[bytearray] = []
+        self.pieces: list[bytes] = []
         self.size = 0
         self.filename: str | None = None
         self.declared: str | None = None
@@ -285,7 +285,7 @@ class FormParts:
         self._part: MultipartSegment | None = None
         self._value = bytearray()
 
-    def feed(self, event: MultipartSegment | bytearray | None) -> None:
+    def feed(self, event: MultipartSegment | bytes | None) -> None:
         """One parser event: a part begins, some of its bytes, or its end (None)."""
         if isinstance(event, MultipartSegment):
             self._begin(event)
