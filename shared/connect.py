@@ -108,12 +108,14 @@ def _sentinel_client(settings: Settings) -> aioredis.Redis:
     url = urlsplit(settings.store.redis_url)  # unquoted as redis-py's from_url does
     username = unquote(url.username) if url.username else None
     password = unquote(url.password) if url.password is not None else None
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    # redis-py types Sentinel() from 8.2 on; before, mypy sees an untyped call.
+    sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
         parse_sentinels(settings.store.redis_sentinels),
         sentinel_kwargs=timeouts,
         username=username,
         password=password,
-        **timeouts,
+        socket_timeout=settings.store.redis_socket_timeout_s,
+        socket_connect_timeout=settings.store.redis_connect_timeout_s,
     )
     client: aioredis.Redis = sentinel.master_for(
         settings.store.redis_sentinel_master,
