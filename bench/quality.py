@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import time
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -83,9 +84,16 @@ class Row:
 # --- scoring -----------------------------------------------------------------------------
 
 
+# A word broken at a line's end, "com-" then "pile": joined on both sides before scoring, so
+# that an engine that joins it ("compile") and one that keeps the print ("com- pile") score
+# alike against a truth that does either.
+LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_])- (?=[^\W\d_A-Z])")
+
+
 def normalise(text: str) -> str:
-    """Whitespace runs to one space, stripped."""
-    return " ".join(text.split())
+    """What is scored: compatibility forms as their letters (NFKC: the ligature "ﬁ" is "fi"),
+    whitespace runs as one space, words hyphenated at a line's end joined."""
+    return LINE_END_HYPHEN.sub("", " ".join(unicodedata.normalize("NFKC", text).split()))
 
 
 HTML_TAGS = r"</?(table|thead|tbody|tr|td|th|br|p|div|span|sup|sub|b|i|em|strong)\b[^>]*>"
@@ -450,8 +458,9 @@ def print_notes(rows: list[Row], args: argparse.Namespace, env: dict[str, Any]) 
     """How the figures were made, the machine, the date and the versions."""
     ocrq_timing = sorted({r.scores["ocrq"].timed_by for r in rows} - {""})
     print(
-        "\nCER/WER: Levenshtein distance / reference length, whitespace runs as one space; "
-        "CERci: case-folded;\nocrq's Markdown stripped first. s/page: ocrq from "
+        "\nCER/WER: Levenshtein distance / reference length, whitespace runs as one space, "
+        "NFKC forms (ligatures as letters),\nwords hyphenated at a line's end joined, on both "
+        "sides; CERci: case-folded; ocrq's Markdown stripped first.\ns/page: ocrq from "
         f"{' / '.join(ocrq_timing) or '-'} (job: started_at to finished_at);\ntesseract from "
         f"wall time per page, process start included ({args.tesseract_args}, "
         f"OMP_THREAD_LIMIT={args.tesseract_threads}). PDF pages rendered at {args.dpi} DPI."

@@ -1,4 +1,5 @@
-"""How bench/quality.py scores a reading: Markdown's syntax is not text, capitals-only truth."""
+"""How bench/quality.py scores a reading: Markdown's syntax is not text, capitals-only truth,
+ligatures and line-end hyphens alike on both sides."""
 
 from __future__ import annotations
 
@@ -17,6 +18,16 @@ def test_list_markers_and_maths_fences_are_not_counted_as_text() -> None:
 def test_a_truth_in_capitals_only_is_compared_case_folded() -> None:
     assert score("Total Amount 31.00", "TOTAL AMOUNT 31.00", 0.0, "").cer_distance == 0
     assert score("Total Amount", "Total amount", 0.0, "").cer_distance == 1
+
+
+def test_ligatures_and_words_broken_at_a_line_end_score_alike_either_way() -> None:
+    truth = "an efﬁcient com-\npiler for Trace-\nMonkey"  # a PDF's text layer, as printed
+    joined = "an efficient compiler for Trace-\nMonkey"  # an engine that joins the word
+    kept = "an efficient com-\npiler for Trace-\nMonkey"  # one that keeps the print
+    assert score(joined, truth, 0.0, "").cer_distance == 0
+    assert score(kept, truth, 0.0, "").cer_distance == 0
+    # Only a letter's hyphen before a lower-case letter is a broken word: "1- 2" stays.
+    assert score("pages 1- 2", "pages 12", 0.0, "").cer_distance == 2
 
 
 def test_sroie_boxes_are_put_in_rows_top_to_bottom_left_to_right() -> None:
