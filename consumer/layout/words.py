@@ -18,3 +18,4 @@ class ReadWord(NamedTuple):
     # row height does not shrink on a line without descenders, as its box does); 0: unknown.
     size: float = 0.0
     baseline: float = 0.0
+    paragraph: int = 0  # the engine's paragraph number, where it makes paragraphs

@@ -20,7 +20,7 @@ from PIL import Image
 from support.documents import garbage_pdf, scanned_pdf
 
 from ocrq.consumer.engines.base import Word
-from ocrq.consumer.engines.readings import paragraph_blocks
+from ocrq.consumer.engines.readings import paragraph_blocks, read_words
 from ocrq.consumer.engines.tesseract import tessdata_dir
 from ocrq.consumer.orientation import turn_upright
 from ocrq.consumer.raster import normalise_image, render_pdf_page
@@ -47,17 +47,11 @@ def read(
     api: Any, image_path: str, number: int, width: int, height: int
 ) -> tuple[Page, list[Word]]:
     """The page as the Tesseract engine reads it, and its words with their boxes."""
-    from tesserocr import RIL, iterate_level
-
     api.SetImageFile(image_path)
     api.Recognize()
-    blocks = paragraph_blocks(api, width, height)
-    found = []
-    for item in iterate_level(api.GetIterator(), RIL.WORD):
-        text, box = item.GetUTF8Text(RIL.WORD), item.BoundingBox(RIL.WORD)
-        if text and box:
-            x0, y0, x1, y1 = map(float, box)
-            found.append(Word(text=text, box=(x0, y0, x1, y1)))
+    recognised = read_words(api)
+    blocks = paragraph_blocks(recognised, width, height)
+    found = [Word(text=word.text, box=word.box) for word in recognised]
     markdown = "\n\n".join(block.text for block in blocks)
     page = Page(number=number, width=width, height=height, markdown=markdown, blocks=blocks)
     return page, found

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -175,3 +176,18 @@ async def test_the_job_languages_choose_the_model(engine: TesseractEngine, tmp_p
 
     assert page.markdown is not None
     assert {"Größere", "Übungen", "würden", "später"} <= set(page.markdown.split())
+
+
+async def test_a_japanese_page_comes_back_without_spaces_between_its_words(
+    engine: TesseractEngine, tmp_path: Path
+) -> None:
+    # Tesseract's Japanese model writes a space after each token it reads ("標準 マー ケッ");
+    # Japanese puts none between words.
+    image = picture(DATA / "japanese-page-top.png", tmp_path)
+
+    [page] = (await engine.recognise([image])).pages
+
+    assert page.markdown is not None
+    kana_or_kanji = "[\u3040-\u30ff\u4e00-\u9fff]"
+    assert re.findall(f"{kana_or_kanji} +{kana_or_kanji}", page.markdown) == []
+    assert re.search(f"{kana_or_kanji}{{8}}", page.markdown), page.markdown[:300]

@@ -16,9 +16,10 @@ from ocrq.shared.settings import load_settings
 
 
 @contextmanager
-def running_tesseract(workers: int) -> Iterator[TesseractEngine]:
-    """A warmed-up engine of ``workers`` processes (models load once per process), then closed."""
-    tesseract = TesseractEngine(load_settings({}, local_workers=workers))
+def running_tesseract(workers: int, reread: bool = True) -> Iterator[TesseractEngine]:
+    """A warmed-up engine of ``workers`` processes (models load once per process), then closed;
+    ``reread``: weak lines read again by the second recogniser (OCRQ_LOCAL_REREAD)."""
+    tesseract = TesseractEngine(load_settings({}, local_workers=workers, local_reread=reread))
     asyncio.run(tesseract.warm_up())
     try:
         yield tesseract

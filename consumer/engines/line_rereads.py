@@ -1,0 +1,227 @@
+"""The confidence-gated re-read: weak lines of Tesseract's reading read again by PP-OCRv6.
+
+A line whose words Tesseract read with little confidence is cut from the page image and
+read by a second recogniser (consumer/engines/line_reader.py). Where that one is surer of
+the line than Tesseract was, the line keeps its characters, with a space wherever either
+reading saw one: PP-OCRv6 reads characters better but runs words together ("TOTALRM"),
+Tesseract keeps words apart but misreads their letters ("T0TAL", "Sdn biid"). The words
+keep Tesseract's boxes where they are the same words, and otherwise get boxes from where
+PP-OCRv6 placed their characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+from itertools import groupby
+from typing import NamedTuple, Protocol
+
+from PIL import Image
+
+from ocrq.consumer.engines.cjk_spacing import has_cjk
+from ocrq.consumer.engines.line_reader import LINE_HEIGHT, MIN_WIDTH, LineText
+from ocrq.consumer.layout.structure import Rect
+from ocrq.consumer.layout.words import ReadWord
+
+# A line read below this mean confidence (Tesseract's, 0..1, weighted by characters) is read
+# again. Measured on receipts and pages (BENCHMARKS.md): re-reading every line gains little
+# more, and lines read at 0.95 or above are almost always right already.
+WEAK_LINE = 0.95
+PAD = 0.15  # of the line's height, added round its box before it is cut out
+TALL_WORD = 1.5  # times the line's median word height: left out of the height cut out
+# The most a page spends on second readings, in columns of the model's input (its time is
+# about proportional: 58 µs a column on one core here, so about a second a page). A page of
+# weak lines (a poor scan, a dense form) reads its weakest within it.
+BUDGET_COLUMNS = 16_000
+# A second reading this much shorter or longer than the first (characters, spaces aside) is
+# of something else (two lines in one box, a rule, a picture): the first is kept.
+LENGTH_RATIO = 2.0
+
+
+class ReadsLines(Protocol):
+    def read(self, line: Image.Image) -> LineText: ...
+
+
+class Reread(NamedTuple):
+    """The page's words after the re-read, and how many lines were read again and kept."""
+
+    words: list[ReadWord]
+    lines_read: int
+    lines_kept: int
+
+
+def reread_weak_lines(image_path: str, words: Sequence[ReadWord], reader: ReadsLines) -> Reread:
+    """Read again the page's weak lines, weakest first within the page's budget; keep the
+    surer reading, line by line."""
+    lines = [list(group) for _, group in groupby(words, key=lambda word: word.line)]
+    weak = weakest_lines(lines)
+    if not weak:
+        return Reread(list(words), 0, 0)
+    kept = 0
+    with Image.open(image_path) as opened:
+        image = opened.convert("RGB")
+    for i in weak:
+        x0, y0, x1, y1 = (round(v) for v in _padded(_text_box(lines[i]), *image.size))
+        second = reader.read(image.crop((x0, y0, x1, y1)))
+        better = better_line(lines[i], second, x0)
+        if better is not None:
+            lines[i], kept = better, kept + 1
+    return Reread([word for line in lines for word in line], len(weak), kept)
+
+
+def weakest_lines(lines: list[list[ReadWord]]) -> list[int]:
+    """The weak lines to read again, weakest first, as many as the page's budget allows."""
+    weak = sorted(
+        (line_confidence(line), i)
+        for i, line in enumerate(lines)
+        if line_confidence(line) < WEAK_LINE
+    )
+    chosen, spent = [], 0.0
+    for _, i in weak:
+        spent += reading_cost(_text_box(lines[i]))
+        if spent > BUDGET_COLUMNS:
+            break
+        chosen.append(i)
+    return chosen
+
+
+def reading_cost(box: Rect) -> float:
+    """What reading a line costs the second recogniser: its width at the model's height."""
+    x0, y0, x1, y1 = box
+    return max(LINE_HEIGHT * (x1 - x0) / max(y1 - y0, 1.0), MIN_WIDTH)
+
+
+def line_confidence(line: Sequence[ReadWord]) -> float:
+    """Tesseract's confidence in a line: its words', weighted by their characters."""
+    chars = sum(len(word.text) for word in line)
+    return sum(word.confidence * len(word.text) for word in line) / max(chars, 1)
+
+
+def better_line(line: list[ReadWord], second: LineText, left: float) -> list[ReadWord] | None:
+    """The line as merged words, when the second reading is the surer; else None."""
+    first = " ".join(word.text for word in line)
+    plain_first = first.replace(" ", "")
+    plain_second = second.text.replace(" ", "")
+    if not plain_second or second.confidence <= line_confidence(line):
+        return None
+    if has_cjk(plain_second):  # a rule or dots read as 一 and 十: the model knows Chinese too
+        return None
+    second = _half_width(second)
+    if not 1 / LENGTH_RATIO <= len(plain_second) / max(len(plain_first), 1) <= LENGTH_RATIO:
+        return None
+    return _merged_words(line, second, left)
+
+
+def _half_width(reading: LineText) -> LineText:
+    """Full-width forms as the ASCII they stand for (U+FF08 as "("): a Latin page's text."""
+    chars = [chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c for c in reading.chars]
+    return LineText(chars, reading.probabilities, reading.centres)
+
+
+class _Char(NamedTuple):
+    char: str
+    centre: float  # page pixels
+
+
+def _merged_words(line: list[ReadWord], second: LineText, left: float) -> list[ReadWord]:
+    """The second reading's characters cut into words where either reading has a space."""
+    plain: list[_Char] = []
+    cuts: set[int] = set()
+    for c, x in zip(second.chars, second.centres, strict=True):
+        if not c.isspace():
+            plain.append(_Char(c, left + x))
+        elif plain:
+            cuts.add(len(plain) - 1)
+    first_words = [word.text for word in line]
+    spans = _first_spans(first_words, "".join(c.char for c in plain))
+    cuts |= {end for _, end in spans[:-1]}  # the first reading's spaces
+    ends = sorted({cut for cut in cuts if cut < len(plain) - 1} | {len(plain) - 1})
+    starts = [0, *(end + 1 for end in ends[:-1])]
+    return [_word(line, plain, a, b, spans) for a, b in zip(starts, ends, strict=True)]
+
+
+def _mapping(first: str, second: str) -> list[int]:
+    """For each character of `first`, the index of the character of `second` it stands for."""
+    out = [0] * len(first)
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, first, second, autojunk=False).get_opcodes():
+        for i in range(i1, i2):
+            if op == "equal":
+                out[i] = j1 + i - i1
+            elif op == "replace":
+                out[i] = j1 + (i - i1) * (j2 - j1) // (i2 - i1)
+            else:  # deleted: it stands where the second reading resumes
+                out[i] = max(j1 - 1, 0)
+    return out
+
+
+def _first_spans(first_words: list[str], second: str) -> list[tuple[int, int]]:
+    """Each first-reading word's first and last character in the second reading."""
+    mapping = _mapping("".join(first_words), second)
+    spans, start = [], 0
+    for word in first_words:
+        part = mapping[start : start + len(word)] or [0]
+        spans.append((min(part), max(part)))
+        start += len(word)
+    return spans
+
+
+def _word(
+    line: list[ReadWord], chars: list[_Char], a: int, b: int, spans: list[tuple[int, int]]
+) -> ReadWord:
+    """Characters a..b as a word: the first reading's box when it is that same word.
+
+    Its confidence stays the first reading's (of the words it overlaps): the layout steps
+    measure Tesseract's confidence (what is text, what a picture's texture), not PP-OCRv6's.
+    """
+    inside = [k for k, (s, e) in enumerate(spans) if s <= b and e >= a]
+    if len(inside) == 1 and a <= spans[inside[0]][0] and spans[inside[0]][1] <= b:
+        box = line[inside[0]].box
+    else:
+        box = _box_from_centres(line, chars, a, b)
+    confidence = (
+        sum(line[k].confidence for k in inside) / len(inside) if inside else line_confidence(line)
+    )
+    text = "".join(c.char for c in chars[a : b + 1])
+    return line[0]._replace(text=text, box=box, confidence=round(confidence, 4))
+
+
+def _box_from_centres(line: list[ReadWord], chars: list[_Char], a: int, b: int) -> Rect:
+    """A box from the characters' centres: half-way to the neighbours, within the line."""
+    x0, _, x1, _ = _line_box(line)
+    _, top, _, bottom = _text_box(line)
+    pitch = (chars[-1].centre - chars[0].centre) / max(len(chars) - 1, 1)
+    # centres[k + 1] is chars[k]'s; one pitch beyond each end stands for the line's ends.
+    centres = [chars[0].centre - pitch, *(c.centre for c in chars), chars[-1].centre + pitch]
+    left = (centres[a] + centres[a + 1]) / 2
+    right = (centres[b + 1] + centres[b + 2]) / 2
+    return (max(x0, left), top, min(x1, max(right, left + 1)), bottom)
+
+
+def _line_box(line: Sequence[ReadWord]) -> Rect:
+    return (
+        min(word.box[0] for word in line),
+        min(word.box[1] for word in line),
+        max(word.box[2] for word in line),
+        max(word.box[3] for word in line),
+    )
+
+
+def _text_box(line: Sequence[ReadWord]) -> Rect:
+    """The line's box as cut out: its words' extent, but only as tall as its text. A word far
+    taller than the others (an icon, a stamp read as a word) would shrink the text in the
+    model's 48 pixels, and it then drops characters (measured: "run on their" read "ru o
+    heir" beside a note icon)."""
+    heights = sorted(word.box[3] - word.box[1] for word in line)
+    limit = TALL_WORD * heights[len(heights) // 2]
+    text = [word for word in line if word.box[3] - word.box[1] <= limit] or list(line)
+    return (_line_box(line)[0], _line_box(text)[1], _line_box(line)[2], _line_box(text)[3])
+
+
+def _padded(box: Rect, width: int, height: int) -> Rect:
+    pad = max(2.0, PAD * (box[3] - box[1]))
+    return (
+        max(0.0, box[0] - pad),
+        max(0.0, box[1] - pad),
+        min(float(width), box[2] + pad),
+        min(float(height), box[3] + pad),
+    )

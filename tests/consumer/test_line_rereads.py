@@ -1,0 +1,241 @@
+"""The confidence-gated re-read: weak lines read again by PP-OCRv6, the surer reading kept."""
+
+# PyMuPDF ships partial annotations: its constructors and methods are untyped.
+# mypy: disable-error-code="no-untyped-call"
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pymupdf
+import pytest
+from PIL import Image
+from support.tesseract_scans import png_page, running_tesseract
+
+from bench.edit_distance import levenshtein
+from ocrq.consumer.engines import line_rereads
+from ocrq.consumer.engines.line_reader import LineReader, LineText
+from ocrq.consumer.engines.line_rereads import better_line, reread_weak_lines, weakest_lines
+from ocrq.consumer.engines.tesseract import TesseractEngine
+from ocrq.consumer.layout.words import ReadWord
+from ocrq.shared.schemas import Page
+
+DATA = Path(__file__).parent / "data"
+
+
+def words(*texts: tuple[str, float], top: float = 100.0, line: int = 0) -> list[ReadWord]:
+    """One line of words, 20 px a character with 10 px between words."""
+    out, x = [], 10.0
+    for text, confidence in texts:
+        out.append(ReadWord(text, (x, top, x + 20 * len(text), top + 30), confidence, line))
+        x += 20 * len(text) + 10
+    return out
+
+
+def second(text: str, confidence: float, left: float = 10.0) -> LineText:
+    """A second reading with one character every 20 px from `left` (spaces included)."""
+    centres = [left + 10 + 20 * i for i in range(len(text))]
+    return LineText(list(text), [confidence] * len(text), centres)
+
+
+def cer(page: Page, truth: str) -> float:
+    hypothesis = " ".join((page.markdown or "").split()).casefold()
+    reference = " ".join(truth.split()).casefold()
+    return levenshtein(hypothesis, reference) / len(reference)
+
+
+def test_the_surer_reading_keeps_its_characters_and_the_first_readings_spaces() -> None:
+    line = words(("T0TAL", 0.55), ("RM", 0.8), ("3O.91", 0.5))
+
+    merged = better_line(line, second("TOTALRM 30.91", 0.97), left=0.0)
+
+    assert merged is not None
+    assert [w.text for w in merged] == ["TOTAL", "RM", "30.91"]
+    # The same words keep the first reading's boxes and confidences (the layout steps read
+    # Tesseract's confidence); the line number stays.
+    assert [w.box for w in merged] == [w.box for w in line]
+    assert [w.confidence for w in merged] == [0.55, 0.8, 0.5]
+    assert {w.line for w in merged} == {0}
+
+
+def test_a_space_only_the_second_reading_saw_splits_a_word_with_boxes_in_order() -> None:
+    line = words(("SdnBhd", 0.4))
+
+    merged = better_line(line, second("Sdn Bhd", 0.95), left=10.0)
+
+    assert merged is not None
+    assert [w.text for w in merged] == ["Sdn", "Bhd"]
+    first, then = merged[0].box, merged[1].box
+    assert line[0].box[0] <= first[0] < first[2] <= then[0] < then[2] <= line[0].box[2]
+
+
+def test_a_second_reading_less_sure_than_the_first_is_dropped() -> None:
+    line = words(("Invoice", 0.9))
+
+    assert better_line(line, second("lnvoice", 0.85), left=10.0) is None
+
+
+def test_a_second_reading_of_another_length_is_of_something_else_and_dropped() -> None:
+    line = words(("Total", 0.5))
+
+    assert better_line(line, second("Total 12.50 Cash 20.00 Change", 0.99), left=10.0) is None
+    assert better_line(line, second("", 0.99), left=10.0) is None
+
+
+def test_a_rule_read_as_chinese_characters_is_dropped_on_a_latin_page() -> None:
+    # PP-OCRv6 reads Chinese too: a dashed rule comes back as 一 and 十.
+    line = words(("---.-----", 0.2))
+
+    assert better_line(line, second("十-一-----", 0.9), left=10.0) is None
+
+
+def test_full_width_forms_come_back_as_ascii() -> None:
+    line = words(("(SUNGAI", 0.5), ("RENGIT)", 0.5))
+
+    full_width = "\uff08SUNGAI RENGIT\uff09"  # what PP-OCRv6 wrote on a Malaysian receipt
+    merged = better_line(line, second(full_width, 0.97), left=10.0)
+
+    assert merged is not None
+    assert [w.text for w in merged] == ["(SUNGAI", "RENGIT)"]
+
+
+def test_only_weak_lines_are_read_weakest_first_within_the_page_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = [
+        words(("clear", 0.99), line=0),
+        words(("faint", 0.7), line=1),
+        words(("fainter", 0.4), line=2),
+        words(("smudged", 0.6), line=3),
+    ]
+    assert weakest_lines(lines) == [2, 3, 1]
+
+    # A line costs 48 * width / height columns: 224, 160 and 224 for lines 2, 1 and 3.
+    monkeypatch.setattr(line_rereads, "BUDGET_COLUMNS", 500)
+    assert weakest_lines(lines) == [2, 3]
+
+
+class Recorder:
+    """A second recogniser that says what it was shown and reads every line as 'READ'."""
+
+    def __init__(self) -> None:
+        self.sizes: list[tuple[int, int]] = []
+
+    def read(self, line: Image.Image) -> LineText:
+        self.sizes.append(line.size)
+        return LineText(list("READ"), [0.99] * 4, [10.0, 20.0, 30.0, 40.0])
+
+
+def test_a_confident_page_is_not_read_again(tmp_path: Path) -> None:
+    image = tmp_path / "page.png"
+    Image.new("RGB", (400, 300), "white").save(image)
+    recorder = Recorder()
+
+    reread = reread_weak_lines(str(image), words(("sure", 0.97), ("words", 0.99)), recorder)
+
+    assert (reread.lines_read, reread.lines_kept, recorder.sizes) == (0, 0, [])
+
+
+def test_a_weak_line_is_cut_out_with_a_margin_and_replaced(tmp_path: Path) -> None:
+    image = tmp_path / "page.png"
+    Image.new("RGB", (400, 300), "white").save(image)
+    page = words(("sure", 0.97), line=0) + words(("REAO", 0.3), top=150.0, line=1)
+    recorder = Recorder()
+
+    reread = reread_weak_lines(str(image), page, recorder)
+
+    assert (reread.lines_read, reread.lines_kept) == (1, 1)
+    [(width, height)] = recorder.sizes
+    # The line is 80 x 30 px at (10, 150); 15 % of its height is 4.5 px a side, and the crop
+    # rounds its edges (5.5 -> 6, 94.5 -> 94).
+    assert (width, height) == (94 - 6, 184 - 146)
+    assert [w.text for w in reread.words] == ["sure", "READ"]
+
+
+@pytest.fixture(scope="module")
+def reader() -> LineReader:
+    return LineReader()
+
+
+def rendered_line(text: str, tmp_path: Path, size: float = 14) -> Path:
+    """A line of text rendered at 150 DPI, as a born-digital page's line is."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=360, height=size * 1.5)  # cut as close as a line's box
+    page.insert_text((6, size * 1.1), text, fontsize=size, fontname="helv")
+    target = tmp_path / "line.png"
+    page.get_pixmap(dpi=150).save(target)
+    return target
+
+
+def test_the_line_reader_reads_a_rendered_line_with_its_characters_in_place(
+    reader: LineReader, tmp_path: Path
+) -> None:
+    text = "Invoice 2024-117: total due 1,250.00 EUR"
+    with Image.open(rendered_line(text, tmp_path)) as image:
+        reading = reader.read(image)
+        width = image.width
+
+    assert levenshtein(reading.text, text) <= 2
+    assert reading.confidence > 0.9
+    assert reading.centres == sorted(reading.centres)
+    assert 0 < reading.centres[0] < reading.centres[-1] < width
+
+
+@pytest.fixture(scope="module")
+def engines() -> Iterator[tuple[TesseractEngine, TesseractEngine]]:
+    """The engine as shipped (lines re-read) and with OCRQ_LOCAL_REREAD off."""
+    with running_tesseract(workers=1) as rereading, running_tesseract(1, reread=False) as plain:
+        yield rereading, plain
+
+
+async def read(engine: TesseractEngine, path: Path) -> Page:
+    [page] = (await engine.recognise([png_page(path)])).pages
+    return page
+
+
+def png_copy(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / f"{Path(name).stem}.png"
+    with Image.open(DATA / name) as image:
+        image.convert("RGB").save(target)
+    return target
+
+
+@pytest.mark.parametrize("receipt", ["sroie-001", "sroie-003"])
+async def test_a_receipts_weak_lines_read_again_read_closer_to_its_print(
+    engines: tuple[TesseractEngine, TesseractEngine], tmp_path: Path, receipt: str
+) -> None:
+    # Thermal and dot-matrix print: Tesseract's fast models misread its letters and digits
+    # (measured: sroie-001 24.4 % CER, sroie-003 9.8 %), PP-OCRv6 reads them again.
+    rereading, plain = engines
+    path = png_copy(f"{receipt}.jpg", tmp_path)
+    truth = (DATA / f"{receipt}.txt").read_text()
+
+    before, after = await read(plain, path), await read(rereading, path)
+
+    assert before.lines_reread == 0
+    assert after.lines_reread > 0 and after.reread is True
+    assert cer(after, truth) < cer(before, truth) - 0.02
+
+
+def overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+async def test_words_read_again_lie_where_the_first_reading_found_ink(
+    engines: tuple[TesseractEngine, TesseractEngine], tmp_path: Path
+) -> None:
+    # A re-read line's words keep Tesseract's boxes where they are the same words, and are
+    # placed by where PP-OCRv6 read their characters where they are not: either way on the
+    # line's own ink, which the searchable PDF and the fields' boxes rely on.
+    rereading, plain = engines
+    path = png_copy("sroie-003.jpg", tmp_path)
+
+    after = await rereading.recognise([png_page(path)])
+    before = await plain.recognise([png_page(path)])
+
+    assert after.pages[0].lines_reread > 0
+    changed = [w for w in after.words[1] if w.text not in {v.text for v in before.words[1]}]
+    assert changed, "some words read differently the second time"
+    for word in after.words[1]:
+        assert any(overlaps(word.box, first.box) for first in before.words[1]), word
