@@ -2,6 +2,12 @@
 
     .venv/bin/python -m bench.sroie_truth 000.csv > bench/documents/quality/sroie-000.txt
 
+or a range of receipts from a clone of https://github.com/zzzDavid/ICDAR-2019-SROIE (its
+data/img/NNN.jpg and data/box/NNN.csv), images and truths into a folder that
+`bench/quality.py --documents FOLDER` reads:
+
+    .venv/bin/python -m bench.sroie_truth --from ICDAR-2019-SROIE --range 300-339 --to /tmp/r
+
 SROIE lists each receipt's text lines with their boxes, not always in reading order (a row's
 prices can come after every item name). Boxes whose vertical centre falls inside a row's span
 join that row; rows run top to bottom, boxes in a row left to right, one row per line.
@@ -9,6 +15,8 @@ join that row; rows run top to bottom, boxes in a row left to right, one row per
 
 from __future__ import annotations
 
+import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -33,5 +41,34 @@ def truth_text(annotation: str) -> str:
     return "\n".join(" ".join(b[3] for b in sorted(r[2], key=lambda b: b[2])) for r in rows) + "\n"
 
 
+def export(checkout: Path, first: int, last: int, folder: Path) -> int:
+    """Receipts first..last of a SROIE clone as sroie-NNN.jpg and sroie-NNN.txt in folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for number in range(first, last + 1):
+        image = checkout / "data" / "img" / f"{number:03d}.jpg"
+        boxes = checkout / "data" / "box" / f"{number:03d}.csv"
+        if image.is_file() and boxes.is_file():
+            shutil.copyfile(image, folder / f"sroie-{number:03d}.jpg")
+            (folder / f"sroie-{number:03d}.txt").write_text(truth_text(boxes.read_text()))
+            count += 1
+    return count
+
+
+def main(argv: list[str]) -> None:
+    """One annotation file to stdout, or --from CLONE --range A-B --to FOLDER."""
+    if argv[:1] != ["--from"]:
+        sys.stdout.write(truth_text(Path(argv[0]).read_text()))
+        return
+    parser = argparse.ArgumentParser(description="SROIE receipts with their truth text")
+    parser.add_argument("--from", dest="checkout", type=Path, required=True)
+    parser.add_argument("--range", required=True, help="first-last receipt numbers, e.g. 300-339")
+    parser.add_argument("--to", type=Path, required=True)
+    args = parser.parse_args(argv)
+    first, _, last = args.range.partition("-")
+    count = export(args.checkout, int(first), int(last or first), args.to)
+    print(f"{count} receipts in {args.to}")
+
+
 if __name__ == "__main__":
-    sys.stdout.write(truth_text(Path(sys.argv[1]).read_text()))
+    main(sys.argv[1:])
