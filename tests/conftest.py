@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+import support.bench_package  # noqa: F401  (makes `bench` importable in every test)
 from support.processes import SessionGuard, stop
 from support.seaweed import Seaweed, weed_binary
 from support.services import redis_env, start_producer

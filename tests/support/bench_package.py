@@ -1,4 +1,5 @@
-"""`bench` made importable by its path alone: it is run from the root, never installed.
+"""`bench` made importable by its path alone (tests/conftest.py imports this first): it is run
+from the root, never installed, and tests of any folder read its scoring.
 
 Putting the root on sys.path would do it too, but would also let a bare `import shared` pass,
 which tests/test_packaging.py keeps failing on purpose.
