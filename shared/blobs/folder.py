@@ -207,7 +207,10 @@ def _sorted_entries(folder: Path) -> list[tuple[str, Path, int, int]]:
             if entry.is_dir(follow_symlinks=False):
                 found.append((entry.name + "/", Path(entry.path), -1, 0))
             elif entry.is_file(follow_symlinks=False):
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:  # deleted while the folder was read: gone, as on S3
+                    continue
                 found.append((entry.name, Path(entry.path), st.st_size, st.st_mtime_ns))
     found.sort(key=lambda row: row[0])
     return found

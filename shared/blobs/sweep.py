@@ -164,10 +164,11 @@ async def run_sweeper(
         except Exception:  # a sweeper bug must not take the worker down
             log.exception("blob sweep crashed")
             wait_s = min(interval_s, ERROR_WAIT_S)
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=wait_s)
-        except TimeoutError:
-            continue
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can take a cancellation that
+        # lands as its timeout fires for its own, and the sweeper would then sweep on.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                await stop.wait()
 
 
 async def _unless_stopped(
@@ -183,6 +184,7 @@ async def _unless_stopped(
         stopped.cancel()
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # Waits for the sweep to end without taking its CancelledError for ours: a
+            # sweeper cancelled here (its worker shutting down) must end, not sweep on.
+            await asyncio.wait({task})
     return None if task.cancelled() else task.result()

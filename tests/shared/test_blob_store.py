@@ -217,6 +217,41 @@ async def test_folder_store_never_lists_a_write_in_progress(
     assert [i.key async for i in store.list("")] == ["w"]
 
 
+async def test_folder_store_lists_without_an_object_deleted_while_it_reads(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sweeper deleting while another process lists: the folder's entry is read, then its
+    # file is gone before its size is. The listing leaves it out, as S3's would, instead of
+    # failing with BlobMissing.
+    store = open_blob_store(replace_settings(settings, blob_url=f"file://{tmp_path}/store"))
+    assert store is not None
+    for key in ("a", "gone", "z"):
+        await store.put(key, b"x")
+    real_scandir = os.scandir
+
+    class DeletingScan:
+        """os.scandir, deleting the file named "gone" as its entry is handed over."""
+
+        def __init__(self, path: str) -> None:
+            self._scan = real_scandir(path)
+
+        def __enter__(self) -> DeletingScan:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self._scan.close()
+
+        def __iter__(self) -> Iterator[os.DirEntry[str]]:
+            for entry in self._scan:
+                if entry.name == "gone":
+                    os.unlink(entry.path)
+                yield entry
+
+    monkeypatch.setattr(os, "scandir", DeletingScan)
+
+    assert [info.key async for info in store.list("")] == ["a", "z"]
+
+
 # S3 only: presigned URLs and outages.
 
 

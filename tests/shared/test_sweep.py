@@ -14,9 +14,10 @@ from ocrq.shared.blobs import (
     document_key,
     open_blob_store,
     result_key,
+    sweep,
     upload_key,
 )
-from ocrq.shared.blobs.sweep import LEASE, run_sweeper, sweep_once
+from ocrq.shared.blobs.sweep import LEASE, SweepReport, run_sweeper, sweep_once
 from ocrq.shared.settings import Settings, replace_settings
 from ocrq.shared.store import JobStore
 
@@ -108,15 +109,39 @@ async def test_sweepers_share_one_lease_and_stop_when_told(
     sweepers = [
         asyncio.create_task(run_sweeper(blobs, store, fast, f"worker-{n}", stop)) for n in (1, 2)
     ]
-    for _ in range(100):  # 10 s at most
-        if not await keys_in(blobs):
-            break
-        await asyncio.sleep(0.1)
-    assert await keys_in(blobs) == set()
-    holder = await store.redis.hget(store.keys.lease(LEASE), "owner")
-    assert holder in (b"worker-1", b"worker-2")
-    stop.set()
-    await asyncio.wait_for(asyncio.gather(*sweepers), timeout=2)
+    try:
+        for _ in range(100):  # 10 s at most
+            if not await keys_in(blobs):
+                break
+            await asyncio.sleep(0.1)
+        assert await keys_in(blobs) == set()
+        holder = await store.redis.hget(store.keys.lease(LEASE), "owner")
+        assert holder in (b"worker-1", b"worker-2")
+    finally:  # told to stop, both end, whatever was found above
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*sweepers), timeout=2)
+
+
+async def test_a_sweeper_cancelled_during_a_sweep_ends(
+    blobs: BlobStore, store: JobStore, sweep_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker that cancels its sweeper mid-sweep (not through `stop`) must see it end: the
+    # sweep's own cancellation used to be taken for the sweeper's, which then swept on.
+    started = asyncio.Event()
+
+    async def long_sweep(*args: object) -> SweepReport:
+        started.set()
+        await asyncio.sleep(60)
+        return SweepReport()
+
+    monkeypatch.setattr(sweep, "sweep_once", long_sweep)
+    sweeper = asyncio.create_task(run_sweeper(blobs, store, sweep_settings, "w", asyncio.Event()))
+    await asyncio.wait_for(started.wait(), timeout=5)
+
+    sweeper.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(sweeper, timeout=2)
 
 
 async def test_a_sweeper_waits_out_an_unreachable_store(
