@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from difflib import SequenceMatcher
+from functools import reduce
 from itertools import groupby
 from typing import NamedTuple, Protocol
 
@@ -20,6 +21,7 @@ from PIL import Image
 
 from ocrq.consumer.engines.cjk_spacing import has_cjk
 from ocrq.consumer.engines.line_reader import LINE_HEIGHT, MIN_WIDTH, LineText
+from ocrq.consumer.layout.rects import union
 from ocrq.consumer.layout.structure import Rect
 from ocrq.consumer.layout.words import ReadWord
 
@@ -71,13 +73,9 @@ def reread_weak_lines(image_path: str, words: Sequence[ReadWord], reader: ReadsL
 
 def weakest_lines(lines: list[list[ReadWord]]) -> list[int]:
     """The weak lines to read again, weakest first, as many as the page's budget allows."""
-    weak = sorted(
-        (line_confidence(line), i)
-        for i, line in enumerate(lines)
-        if line_confidence(line) < WEAK_LINE
-    )
+    confidences = [(line_confidence(line), i) for i, line in enumerate(lines)]
     chosen, spent = [], 0.0
-    for _, i in weak:
+    for _, i in sorted(item for item in confidences if item[0] < WEAK_LINE):
         spent += reading_cost(_text_box(lines[i]))
         if spent > BUDGET_COLUMNS:
             break
@@ -99,8 +97,7 @@ def line_confidence(line: Sequence[ReadWord]) -> float:
 
 def better_line(line: list[ReadWord], second: LineText, left: float) -> list[ReadWord] | None:
     """The line as merged words, when the second reading is the surer; else None."""
-    first = " ".join(word.text for word in line)
-    plain_first = first.replace(" ", "")
+    plain_first = "".join(word.text for word in line)
     plain_second = second.text.replace(" ", "")
     if not plain_second or second.confidence <= line_confidence(line):
         return None
@@ -198,12 +195,7 @@ def _box_from_centres(line: list[ReadWord], chars: list[_Char], a: int, b: int) 
 
 
 def _line_box(line: Sequence[ReadWord]) -> Rect:
-    return (
-        min(word.box[0] for word in line),
-        min(word.box[1] for word in line),
-        max(word.box[2] for word in line),
-        max(word.box[3] for word in line),
-    )
+    return reduce(union, (word.box for word in line))
 
 
 def _text_box(line: Sequence[ReadWord]) -> Rect:
@@ -214,7 +206,8 @@ def _text_box(line: Sequence[ReadWord]) -> Rect:
     heights = sorted(word.box[3] - word.box[1] for word in line)
     limit = TALL_WORD * heights[len(heights) // 2]
     text = [word for word in line if word.box[3] - word.box[1] <= limit] or list(line)
-    return (_line_box(line)[0], _line_box(text)[1], _line_box(line)[2], _line_box(text)[3])
+    (x0, _, x1, _), (_, y0, _, y1) = _line_box(line), _line_box(text)
+    return (x0, y0, x1, y1)
 
 
 def _padded(box: Rect, width: int, height: int) -> Rect:

@@ -18,12 +18,14 @@ Two readings, each measured on real pages (BENCHMARKS.md, "Reading quality"):
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import reduce
 from itertools import groupby
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ocrq.consumer.engines.cpu import text_block
 from ocrq.consumer.engines.straighten import straightened
+from ocrq.consumer.layout.rects import union
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.schemas import Block
 
@@ -57,7 +59,7 @@ class Reading(NamedTuple):
     till_roll: bool = False  # True: a receipt (is_till_roll)
 
 
-def read_image(api: Any, path: str, width: int, height: int) -> Reading:
+def read_image(api: Any, path: str) -> Reading:
     """One full recognition of an image file by this API."""
     api.SetImageFile(path)
     api.Recognize()
@@ -82,12 +84,12 @@ def best_reading(
     """The page's best reading from its first one (first_segmentation): upright or turned
     over; a receipt scanned on a sheet also as one block, the better kept."""
     psm = first_segmentation(width, height)
-    reading = _right_way_up(api_for, languages, first, width, height, psm)
+    reading = _right_way_up(api_for, languages, first, psm)
     if psm == PSM_SINGLE_BLOCK:
         return reading._replace(till_roll=True)
     if not is_till_roll(reading.words, width, height):
         return reading
-    block = read_image(api_for(languages, PSM_SINGLE_BLOCK), reading.path, width, height)
+    block = read_image(api_for(languages, PSM_SINGLE_BLOCK), reading.path)
     best = block if weight(block.words) > weight(reading.words) else reading
     return best._replace(turned=reading.turned, reread=True, till_roll=True)
 
@@ -105,15 +107,13 @@ def is_till_roll(words: list[ReadWord], width: int, height: int) -> bool:
     return text_width < NARROW_TEXT * text_height
 
 
-def _right_way_up(
-    api_for: ApiFor, languages: str, first: Reading, width: int, height: int, psm: int
-) -> Reading:
+def _right_way_up(api_for: ApiFor, languages: str, first: Reading, psm: int) -> Reading:
     """The first reading, or the page read turned over when that is far more confident."""
     if first.confidence is None or first.confidence >= FLIP_BELOW:
         return first
     # PIL turns by exactly half a turn without resampling: the same pixels, upside down.
     turned = straightened(first.path, 180, suffix="turned")
-    second = read_image(api_for(languages, psm), turned, width, height)
+    second = read_image(api_for(languages, psm), turned)
     if (second.confidence or 0.0) >= first.confidence + FLIP_MARGIN:
         return second._replace(turned=True, reread=True)
     Path(turned).unlink(missing_ok=True)
@@ -181,12 +181,7 @@ def paragraph_blocks(words: list[ReadWord], width: int, height: int) -> list[Blo
         paragraph = list(group)
         lines = groupby(paragraph, key=lambda word: word.line)
         text = "\n".join(" ".join(word.text for word in line) for _, line in lines)
-        box = (
-            min(word.box[0] for word in paragraph),
-            min(word.box[1] for word in paragraph),
-            max(word.box[2] for word in paragraph),
-            max(word.box[3] for word in paragraph),
-        )
+        box = reduce(union, (word.box for word in paragraph))
         confidence = sum(word.confidence for word in paragraph) / len(paragraph)
         blocks.append(text_block(box, text, confidence, width, height))
     return blocks

@@ -155,11 +155,11 @@ def read_page(
     try:
         source, skew = _straightened(path, made)
         psm = first_segmentation(width, height)
-        first = read_image(_api_for(languages, psm), source, width, height)
+        first = read_image(_api_for(languages, psm), source)
         script = _script(path, languages, first.confidence)
         model = SCRIPT_LANGUAGES.get(script or "", languages)
         if model != languages:
-            first = read_image(_api_for(model, psm), source, width, height)
+            first = read_image(_api_for(model, psm), source)
         reading = best_reading(_api_for, model, first, width, height)
         made.append(reading.path)
         if reading.turned:  # the file the rest of the pipeline crops must match the boxes
