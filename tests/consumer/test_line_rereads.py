@@ -11,7 +11,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 from PIL import Image
-from support.tesseract_scans import png_page, running_tesseract
+from support.tesseract_scans import markdown_cer, png_page, read_scan, running_tesseract
 
 from bench.edit_distance import levenshtein
 from ocrq.consumer.engines import line_rereads
@@ -19,7 +19,6 @@ from ocrq.consumer.engines.line_reader import LineReader, LineText
 from ocrq.consumer.engines.line_rereads import better_line, reread_weak_lines, weakest_lines
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.words import ReadWord
-from ocrq.shared.schemas import Page
 
 DATA = Path(__file__).parent / "data"
 
@@ -37,12 +36,6 @@ def second(text: str, confidence: float, left: float = 10.0) -> LineText:
     """A second reading with one character every 20 px from `left` (spaces included)."""
     centres = [left + 10 + 20 * i for i in range(len(text))]
     return LineText(list(text), [confidence] * len(text), centres)
-
-
-def cer(page: Page, truth: str) -> float:
-    hypothesis = " ".join((page.markdown or "").split()).casefold()
-    reference = " ".join(truth.split()).casefold()
-    return levenshtein(hypothesis, reference) / len(reference)
 
 
 def test_the_surer_reading_keeps_its_characters_and_the_first_readings_spaces() -> None:
@@ -189,11 +182,6 @@ def engines() -> Iterator[tuple[TesseractEngine, TesseractEngine]]:
         yield rereading, plain
 
 
-async def read(engine: TesseractEngine, path: Path) -> Page:
-    [page] = (await engine.recognise([png_page(path)])).pages
-    return page
-
-
 def png_copy(name: str, tmp_path: Path) -> Path:
     target = tmp_path / f"{Path(name).stem}.png"
     with Image.open(DATA / name) as image:
@@ -211,11 +199,11 @@ async def test_a_receipts_weak_lines_read_again_read_closer_to_its_print(
     path = png_copy(f"{receipt}.jpg", tmp_path)
     truth = (DATA / f"{receipt}.txt").read_text()
 
-    before, after = await read(plain, path), await read(rereading, path)
+    before, after = await read_scan(plain, path), await read_scan(rereading, path)
 
     assert before.lines_reread == 0
     assert after.lines_reread > 0 and after.reread is True
-    assert cer(after, truth) < cer(before, truth) - 0.02
+    assert markdown_cer(after, truth) < markdown_cer(before, truth) - 0.02
 
 
 def overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:

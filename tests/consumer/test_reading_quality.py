@@ -12,9 +12,8 @@ from pathlib import Path
 import pymupdf
 import pytest
 from PIL import Image, ImageChops, ImageStat
-from support.tesseract_scans import running_tesseract
+from support.tesseract_scans import markdown_cer, running_tesseract
 
-from bench.edit_distance import levenshtein
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.shared.schemas import Page
@@ -32,13 +31,6 @@ def engine() -> Iterator[TesseractEngine]:
     """One two-process engine for the module: models load once per process."""
     with running_tesseract(workers=2) as tesseract:
         yield tesseract
-
-
-def cer(page: Page, truth: str) -> float:
-    """Character error rate of the page's Markdown, case-folded (SROIE writes capitals)."""
-    hypothesis = " ".join((page.markdown or "").split()).casefold()
-    reference = " ".join(truth.split()).casefold()
-    return levenshtein(hypothesis, reference) / len(reference)
 
 
 def page_image(path: Path, rotation: int = 0) -> PageImage:
@@ -77,7 +69,7 @@ async def test_a_till_roll_is_read_as_one_block_and_keeps_its_totals(
 
     assert [b.label for b in page.blocks] == ["text"] * len(page.blocks)  # no broken tables
     assert {"60.31", "70.30", "10.00"} <= set(re.findall(r"\d+\.\d\d", page.markdown or ""))
-    assert cer(page, truth) < 0.27  # 0.32 with the page layout alone (the CLI's 0.32 too)
+    assert markdown_cer(page, truth) < 0.27  # 0.32 with the page layout alone (the CLI's 0.32 too)
 
 
 async def test_a_receipt_turned_upside_down_is_read_the_right_way_up(
@@ -91,7 +83,7 @@ async def test_a_receipt_turned_upside_down_is_read_the_right_way_up(
     page = await read(engine, page_image(turned_file))
 
     assert page.rotation == 180
-    assert cer(page, truth) <= cer(upright, truth) + 0.01
+    assert markdown_cer(page, truth) <= markdown_cer(upright, truth) + 0.01
     # The page file now stands as the boxes refer to it: figures are cropped from it.
     now = Image.open(turned_file).convert("L")
     assert ImageStat.Stat(ImageChops.difference(now, given.rotate(180))).mean[0] < 3
@@ -114,7 +106,7 @@ async def test_a_skewed_receipt_reads_within_a_point_of_the_upright_one(
     page = await read(engine, page_image(copy_of("sroie-001.jpg", tmp_path, turn)))
 
     assert page.skew == pytest.approx(-turn, abs=0.5)
-    assert cer(page, truth) <= cer(upright, truth) + 0.01
+    assert markdown_cer(page, truth) <= markdown_cer(upright, truth) + 0.01
 
 
 def prose_render(path: Path, turn: float) -> PageImage:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from bench.edit_distance import levenshtein
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.shared.schemas import Page
@@ -38,3 +39,10 @@ async def read_scan(engine: TesseractEngine, path: Path) -> Page:
     """The one page the engine reads from a PNG."""
     [page] = (await engine.recognise([png_page(path)])).pages
     return page
+
+
+def markdown_cer(page: Page, truth: str) -> float:
+    """Character error rate of the page's Markdown, case-folded (SROIE writes capitals)."""
+    hypothesis = " ".join((page.markdown or "").split()).casefold()
+    reference = " ".join(truth.split()).casefold()
+    return levenshtein(hypothesis, reference) / len(reference)
