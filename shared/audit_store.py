@@ -13,9 +13,10 @@ import re
 from typing import Any
 
 import msgspec
-from redis.typing import EncodableT, FieldT
 
+from ocrq.shared import resp
 from ocrq.shared.record import text
+from ocrq.shared.resp import Arg
 from ocrq.shared.schemas import Base
 from ocrq.shared.store import JobStore, now_ms
 
@@ -84,14 +85,15 @@ class AuditTrail:
 
     def __init__(self, store: JobStore, retention_days: int) -> None:
         self.redis, self.key = store.redis, store.keys.audit()
+        self.cluster = store.nodes.cluster is not None
         self.retention_ms = max(0, retention_days) * DAY_MS
-        self._waiting: list[tuple[dict[FieldT, EncodableT], asyncio.Future[str]]] = []
+        self._waiting: list[tuple[list[Arg], asyncio.Future[str]]] = []
         self._writing = False
 
     async def append(self, entry: AuditEntry) -> str:
         """Add one entry (its empty fields left out), trimming what retention drops; its id."""
         written = msgspec.structs.asdict(entry).items()
-        fields: dict[FieldT, EncodableT] = {k: v for k, v in written if v and k != "id"}
+        fields: list[Arg] = [part for k, v in written if v and k != "id" for part in (k, v)]
         added: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting.append((fields, added))
         if not self._writing:  # this caller writes, until nothing waits any more
@@ -110,16 +112,11 @@ class AuditTrail:
                 added.set_exception(RuntimeError("the audit writer stopped"))
             self._waiting = []
 
-    async def _write_group(
-        self, group: list[tuple[dict[FieldT, EncodableT], asyncio.Future[str]]]
-    ) -> None:
+    async def _write_group(self, group: list[tuple[list[Arg], asyncio.Future[str]]]) -> None:
         # 0 days: nothing is dropped (the operator trims the stream by other means).
-        minid = str(now_ms() - self.retention_ms) if self.retention_ms else None
+        trim: list[Arg] = ["MINID", "~", now_ms() - self.retention_ms] if self.retention_ms else []
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for fields, _ in group:
-                    pipe.xadd(self.key, fields, minid=minid, approximate=True)
-                ids = await pipe.execute()
+            replies = await self._send([["XADD", self.key, *trim, "*", *f] for f, _ in group])
         except BaseException as e:  # each waiting request logs and counts its own failure
             failure = e if isinstance(e, Exception) else RuntimeError("the audit writer stopped")
             for _, added in group:
@@ -127,8 +124,23 @@ class AuditTrail:
             if not isinstance(e, Exception):
                 raise
             return
-        for (_, added), entry_id in zip(group, ids, strict=True):
-            added.set_result(text(entry_id))
+        for (_, added), reply in zip(group, replies, strict=True):
+            if isinstance(reply, Exception):
+                added.set_exception(reply)
+            else:
+                added.set_result(text(reply))
+
+    async def _send(self, commands: list[list[Arg]]) -> list[Any]:
+        """The XADDs in one round trip, their replies (an error in its place)."""
+        if self.cluster:  # the cluster client follows the stream's slot when it moves
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for command in commands:
+                    pipe.execute_command(*command)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+                return replies
+        return await resp.exchange(
+            self.redis, [b for c in commands for b in resp.pack(c)], len(commands)
+        )
 
     async def read(self, query: AuditQuery) -> AuditPage:
         """Entries newest first, filtered; past MAX_SCAN looked at, a cursor to go on."""

@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ExecAbortError, NoScriptError, OutOfMemoryError, ResponseError
 
+from ocrq.shared import resp
 from ocrq.shared.connect import REDIS_DOWN
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.fair import queue_item
@@ -168,13 +169,16 @@ async def _transact(
     """MULTI, the fields into the incoming hash, the enqueue script, EXEC: the script's
     reply. Redis lost its scripts (a restart, SCRIPT FLUSH): loaded, and sent again."""
     keys, argv = _script_call(settings, new, idem, elsewhere)
+    fields = [part for pair in new.fields.items() for part in pair]  # str, int or bytes values
+    buffers = [
+        *resp.command("MULTI"),
+        *resp.pack(["HSET", new.incoming, *fields]),
+        *resp.command("PEXPIRE", new.incoming, INCOMING_TTL_MS),
+        *resp.pack(["EVALSHA", script.sha, len(keys), *keys, *argv]),
+        *resp.command("EXEC"),
+    ]
     for _ in range(2):
-        async with redis.pipeline(transaction=True) as pipe:
-            fields: Mapping[Any, Any] = new.fields  # str names; str, int or bytes values
-            pipe.hset(new.incoming, mapping=fields)
-            pipe.pexpire(new.incoming, INCOMING_TTL_MS)
-            pipe.evalsha(script.sha, len(keys), *keys, *argv)
-            reply = (await _execute(pipe))[-1]
+        reply = _script_reply(await resp.exchange(redis, buffers, 5))
         if not isinstance(reply, NoScriptError):
             return list(reply)
         await redis.script_load(script.script)
@@ -256,19 +260,28 @@ async def _forget_ended(redis: aioredis.Redis, keys: Keys, sets: list[str]) -> i
     return len(ended)
 
 
-async def _execute(pipe: Any) -> list[Any]:
-    """EXEC; Redis at maxmemory refuses the whole transaction (nothing is written). A
-    missing script is the caller's to mend; any other error is raised."""
-    try:
-        results: list[Any] = await pipe.execute(raise_on_error=False)
-    except (ExecAbortError, OutOfMemoryError) as e:
-        raise store_full() from e
-    for result in results:
+def _script_reply(replies: list[Any]) -> Any:
+    """The script's reply out of MULTI's five replies, or the NoScriptError in its place.
+
+    Redis at maxmemory refuses the whole transaction (nothing is written): a 503. A command
+    refused while queued (MOVED, OOM) aborts EXEC and is raised, as redis-py raises it; any
+    other error is raised too.
+    """
+    *queued, executed = replies
+    refused = [reply for reply in queued if isinstance(reply, ResponseError)]
+    if refused or isinstance(executed, ExecAbortError):
+        error = refused[0] if refused else executed
+        if isinstance(error, OutOfMemoryError | ExecAbortError):
+            raise store_full() from error
+        raise error
+    if isinstance(executed, ResponseError):
+        raise executed
+    for result in executed:
         if isinstance(result, OutOfMemoryError):
             raise store_full() from result
         if isinstance(result, ResponseError) and not isinstance(result, NoScriptError):
             raise result
-    return results
+    return executed[-1]
 
 
 def store_full() -> OcrqError:
