@@ -24,7 +24,7 @@ from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
 from ocrq.producer.batches.json_stream import MAX_NAME_BYTES, DocumentArrayScanner
 from ocrq.producer.batches.spool import Spool
-from ocrq.producer.jobs.decoding import decode_document, decode_plain, too_large
+from ocrq.producer.jobs.decoding import decode_document, plain_document, too_large
 from ocrq.producer.jobs.ingest import json_body_limit
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Inbound
@@ -68,7 +68,7 @@ class BatchDocument(Inbound):
 
 
 class PlainBatchDocument(Inbound):
-    """BatchDocument with the document left as JSON text, for decode_plain (the usual spelling)."""
+    """BatchDocument with the document left as JSON text, for plain_document (the usual spelling)."""
 
     document: msgspec.Raw
     filename: Annotated[str, msgspec.Meta(max_length=MAX_NAME_BYTES)] | None = None
@@ -298,16 +298,14 @@ async def json_documents(
 
 def json_document(raw: bytes, limit: int) -> Part:
     """One JSON document element: base64 decoded, or its error."""
-    try:  # the fast path, as for one job (ingest.decode_json_submission)
-        plain = msgspec.json.decode(raw, type=PlainBatchDocument)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        plain = None  # data URIs, line breaks, URL-safe alphabet, … or a real error: the slow path
-    data = None if plain is None else decode_plain(plain.document)
-    if plain is not None and data is not None:
+    fast = plain_document(raw, PlainBatchDocument)  # the fast path, as for one job
+    if fast is not None:
+        plain, data = fast
         if len(data) > limit:
             return Part(label(plain.filename), error=too_large(limit))
         if data:
             return Part(label(plain.filename), data)
+    # Data URIs, line breaks, the URL-safe alphabet, … or a real error: the slow path.
     try:
         item = msgspec.json.decode(raw, type=BatchDocument)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:

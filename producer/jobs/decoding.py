@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import binascii
 import re
+from typing import Protocol, TypeVar
 
 import msgspec
 import pybase64
@@ -37,6 +38,26 @@ def decode_plain(raw: msgspec.Raw) -> bytes | None:
         return pybase64.b64decode(text[1:-1], validate=True)
     except (binascii.Error, ValueError):
         return None
+
+
+class PlainBody(Protocol):
+    """An inbound body struct whose document is left as JSON text (msgspec.Raw)."""
+
+    document: msgspec.Raw
+
+
+P = TypeVar("P", bound=PlainBody)
+
+
+def plain_document(body: bytes, kind: type[P]) -> tuple[P, bytes] | None:
+    """The body as ``kind`` and its document's bytes, when both take the fast path
+    (decode_plain); None for any other spelling or any error, which the slow path explains."""
+    try:
+        plain = msgspec.json.decode(body, type=kind)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    data = decode_plain(plain.document)
+    return None if data is None else (plain, data)
 
 
 def split_data_uri(text: str) -> tuple[str | None, int]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import msgspec
 from multipart import MultipartError, MultipartSegment, PushMultipartParser
 
-from ocrq.producer.jobs.decoding import decode_document, decode_plain, too_large
+from ocrq.producer.jobs.decoding import decode_document, plain_document, too_large
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Inbound, JobOptions, Source
 from ocrq.shared.sniff import SUPPORTED, sniff_media_type
@@ -197,7 +197,7 @@ class Query(msgspec.Struct):
 
 
 class SubmitPlain(Inbound):
-    """SubmitWire with the document left as JSON text, for decode_plain (the usual spelling)."""
+    """SubmitWire with the document left as JSON text, for plain_document (the usual spelling)."""
 
     document: msgspec.Raw
     filename: Annotated[str, msgspec.Meta(max_length=MAX_FILENAME)] | None = None
@@ -206,13 +206,10 @@ class SubmitPlain(Inbound):
 
 def decode_json_submission(body: bytes, max_document: int, query: Query) -> Submission:
     """Decode a JSON body (runs in a thread: the base64 can be 13 MB)."""
-    try:  # the fast path: standard padded base64, decoded by SIMD code
-        plain = msgspec.json.decode(body, type=SubmitPlain)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        plain = None
-    data = None if plain is None else decode_plain(plain.document)
-    if plain is None or data is None:
+    fast = plain_document(body, SubmitPlain)  # standard padded base64, decoded by SIMD code
+    if fast is None:
         return decode_json_slowly(body, max_document, query)  # data URIs, line breaks, …
+    plain, data = fast
     if len(data) > max_document:
         raise too_large(max_document)
     if not data:
