@@ -68,7 +68,7 @@ class BatchDocument(Inbound):
 
 
 class PlainBatchDocument(Inbound):
-    """BatchDocument with the document left as JSON text, for plain_document (the usual spelling)."""
+    """BatchDocument with the document left as JSON text (plain_document: the usual spelling)."""
 
     document: msgspec.Raw
     filename: Annotated[str, msgspec.Meta(max_length=MAX_NAME_BYTES)] | None = None
