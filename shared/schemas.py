@@ -274,7 +274,7 @@ class Page(Base):
     # True when the engine read the page, or some of its lines, a second way (a receipt:
     # also as one block; weak lines: by a second recogniser) and kept the better reading.
     reread: bool = False
-    lines_reread: int = 0  # lines whose second reading replaced the first
+    lines_reread: int = 0  # lines whose second reading replaced the first (or found no text)
     confidence: float | None = None  # the engine's mean confidence, 0..1, where it has one
     scripts: list[str] = msgspec.field(default_factory=list)  # e.g. ["Latin"], where detected
     # Why this page's text may be wrong (low confidence, a script the engine cannot read);

@@ -35,6 +35,11 @@ TALL_WORD = 1.5  # times the line's median word height: left out of the height c
 # about proportional: 58 µs a column on one core here, so about a second a page). A page of
 # weak lines (a poor scan, a dense form) reads its weakest within it.
 BUDGET_COLUMNS = 16_000
+# A line Tesseract read below this, in which the second recogniser finds no letter or digit,
+# is not text: a dashed rule crossed by a stamp, which Tesseract read "Fone nn 2 +--+ + = eet"
+# and PP-OCRv6 "十-一------一-", or specks read ". =".
+# Such lines are dropped (BENCHMARKS.md, "Reading quality, third pass").
+NOT_TEXT = 0.5
 # A second reading this much shorter or longer than the first (characters, spaces aside) is
 # of something else (two lines in one box, a rule, a picture): the first is kept.
 LENGTH_RATIO = 2.0
@@ -63,12 +68,28 @@ def reread_weak_lines(image_path: str, words: Sequence[ReadWord], reader: ReadsL
     with Image.open(image_path) as opened:
         image = opened.convert("RGB")
     for i in weak:
-        x0, y0, x1, y1 = (round(v) for v in _padded(_text_box(lines[i]), *image.size))
-        second = reader.read(image.crop((x0, y0, x1, y1)))
-        better = better_line(lines[i], second, x0)
+        better = reread_line(lines[i], image, reader)
         if better is not None:
             lines[i], kept = better, kept + 1
     return Reread([word for line in lines for word in line], len(weak), kept)
+
+
+def reread_line(
+    line: list[ReadWord], image: Image.Image, reader: ReadsLines
+) -> list[ReadWord] | None:
+    """The line as the second reading leaves it, [] where it is not text; None: the first
+    reading stands. Of a line found not to be text, the words taller than its cut (left
+    out of it) are read on their own: beside a dashed rule, "TAX INVOICE" can be text."""
+    x0, y0, x1, y1 = (round(v) for v in _padded(_text_box(line), *image.size))
+    second = reader.read(image.crop((x0, y0, x1, y1)))
+    if not not_text(line, second):
+        return better_line(line, second, x0)
+    cut = _cut_words(line)
+    taller = [word for word in line if word not in cut]
+    if not taller:
+        return []
+    again = reread_line(taller, image, reader)
+    return taller if again is None else again
 
 
 def weakest_lines(lines: list[list[ReadWord]]) -> list[int]:
@@ -93,6 +114,13 @@ def line_confidence(line: Sequence[ReadWord]) -> float:
     """Tesseract's confidence in a line: its words', weighted by their characters."""
     chars = sum(len(word.text) for word in line)
     return sum(word.confidence * len(word.text) for word in line) / max(chars, 1)
+
+
+def not_text(line: list[ReadWord], second: LineText) -> bool:
+    """True for a weak line in which the second recogniser reads no letter or digit (Han
+    aside: on these Latin pages a dashed rule reads as 一 and 十)."""
+    letters = [c for c in second.text if c.isalnum() and not has_cjk(c)]
+    return line_confidence(line) < NOT_TEXT and not letters
 
 
 def better_line(line: list[ReadWord], second: LineText, left: float) -> list[ReadWord] | None:
@@ -203,11 +231,15 @@ def _text_box(line: Sequence[ReadWord]) -> Rect:
     taller than the others (an icon, a stamp read as a word) would shrink the text in the
     model's 48 pixels, and it then drops characters (measured: "run on their" read "ru o
     heir" beside a note icon)."""
+    (x0, _, x1, _), (_, y0, _, y1) = _line_box(line), _line_box(_cut_words(line))
+    return (x0, y0, x1, y1)
+
+
+def _cut_words(line: Sequence[ReadWord]) -> list[ReadWord]:
+    """The words whose height the cut takes: all but those far taller than the others."""
     heights = sorted(word.box[3] - word.box[1] for word in line)
     limit = TALL_WORD * heights[len(heights) // 2]
-    text = [word for word in line if word.box[3] - word.box[1] <= limit] or list(line)
-    (x0, _, x1, _), (_, y0, _, y1) = _line_box(line), _line_box(text)
-    return (x0, y0, x1, y1)
+    return [word for word in line if word.box[3] - word.box[1] <= limit] or list(line)
 
 
 def _padded(box: Rect, width: int, height: int) -> Rect:

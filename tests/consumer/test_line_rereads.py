@@ -19,6 +19,7 @@ from ocrq.consumer.engines.line_reader import LineReader, LineText
 from ocrq.consumer.engines.line_rereads import better_line, reread_weak_lines, weakest_lines
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.words import ReadWord
+from ocrq.shared.schemas import Page
 
 DATA = Path(__file__).parent / "data"
 
@@ -146,6 +147,56 @@ def test_a_weak_line_is_cut_out_with_a_margin_and_replaced(tmp_path: Path) -> No
     assert [w.text for w in reread.words] == ["sure", "READ"]
 
 
+class Blind:
+    """A second recogniser that reads text only in crops at least `tall` pixels high."""
+
+    def __init__(self, tall: int = 1000, text: str = "READ") -> None:
+        self.tall, self.text = tall, text
+
+    def read(self, line: Image.Image) -> LineText:
+        text = self.text if line.height >= self.tall else ""
+        return LineText(list(text), [0.99] * len(text), [10.0 + 20 * i for i in range(len(text))])
+
+
+def blank_page(tmp_path: Path) -> str:
+    image = tmp_path / "page.png"
+    Image.new("RGB", (600, 300), "white").save(image)
+    return str(image)
+
+
+def test_a_weak_line_the_second_reader_finds_no_text_in_is_dropped(tmp_path: Path) -> None:
+    # A dashed rule crossed by a stamp, read by Tesseract as symbols and stray letters.
+    page = words(("TOTAL", 0.97), line=0) + words(("+--+", 0.3), ("eet", 0.1), top=150, line=1)
+
+    reread = reread_weak_lines(blank_page(tmp_path), page, Blind())
+
+    assert [w.text for w in reread.words] == ["TOTAL"]
+    assert (reread.lines_read, reread.lines_kept) == (1, 1)
+
+
+def test_a_line_read_with_some_confidence_stays_though_the_second_reader_sees_nothing(
+    tmp_path: Path,
+) -> None:
+    page = words(("Subtotal", 0.7), ("12.50", 0.6), line=0)
+
+    reread = reread_weak_lines(blank_page(tmp_path), page, Blind())
+
+    assert [w.text for w in reread.words] == ["Subtotal", "12.50"]
+    assert reread.lines_kept == 0
+
+
+def test_a_taller_word_beside_a_rule_is_read_on_its_own_and_kept(tmp_path: Path) -> None:
+    # The rule's pieces are 30 px high, the banner's word 60: the line's cut is as high as
+    # the rule, in which the second reader finds nothing; the banner, read alone, is text.
+    rule = words(("----", 0.2), ("==", 0.1), ("----", 0.2), top=150, line=1)
+    banner = ReadWord("INVOIGE", (400.0, 130.0, 540.0, 190.0), 0.0, 1)
+
+    reread = reread_weak_lines(blank_page(tmp_path), [*rule, banner], Blind(60, "INVOICE"))
+
+    assert [w.text for w in reread.words] == ["INVOICE"]
+    assert reread.words[0].box == banner.box
+
+
 @pytest.fixture(scope="module")
 def reader() -> LineReader:
     return LineReader()
@@ -204,6 +255,26 @@ async def test_a_receipts_weak_lines_read_again_read_closer_to_its_print(
     assert before.lines_reread == 0
     assert after.lines_reread > 0 and after.reread is True
     assert markdown_cer(after, truth) < markdown_cer(before, truth) - 0.02
+
+
+async def test_a_dashed_rule_under_a_stamp_leaves_no_symbols_in_the_text(
+    engines: tuple[TesseractEngine, TesseractEngine], tmp_path: Path
+) -> None:
+    # sroie-002: "*-------*" crossed by a handwritten circle, which Tesseract reads as
+    # "Fone nn 2 +--+ = eet - +--+ ==" and PP-OCRv6 as no text.
+    rereading, plain = engines
+    path = png_copy("sroie-002.jpg", tmp_path)
+    truth = (DATA / "sroie-002.txt").read_text()
+
+    before, after = await read_scan(plain, path), await read_scan(rereading, path)
+
+    def junk(page: Page) -> list[str]:
+        return [line for line in page.markdown.splitlines() if "+--+" in line or "eet" in line]
+
+    assert junk(before), "Tesseract alone reads the rule as symbols"
+    assert junk(after) == []
+    assert "CHANGE RM 16.10" in after.markdown and "21:13" in after.markdown
+    assert markdown_cer(after, truth) < markdown_cer(before, truth) - 0.03
 
 
 def overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
