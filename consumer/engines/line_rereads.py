@@ -162,7 +162,9 @@ def _merged_words(line: list[ReadWord], second: LineText, left: float) -> list[R
     cuts |= {end for _, end in spans[:-1]}  # the first reading's spaces
     ends = sorted({cut for cut in cuts if cut < len(plain) - 1} | {len(plain) - 1})
     starts = [0, *(end + 1 for end in ends[:-1])]
-    return [_word(line, plain, a, b, spans) for a, b in zip(starts, ends, strict=True)]
+    words = [_word(line, plain, a, b, spans) for a, b in zip(starts, ends, strict=True)]
+    sure = round(second.confidence, 4)
+    return [word._replace(second_confidence=sure) for word in words]
 
 
 def _mapping(first: str, second: str) -> list[int]:

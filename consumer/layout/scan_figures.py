@@ -189,11 +189,15 @@ def _mostly_text_lines(box: Rect, words: Sequence[ReadWord]) -> bool:
     """
     lines = _engine_lines([word for word in words if centre_inside(word.box, box)])
     confident = [
-        line
-        for _, line in lines
-        if len(line) >= 2 and sum(w.confidence for w in line) / len(line) >= TEXT_LINE_CONFIDENCE
+        line for _, line in lines if len(line) >= 2 and _surest(line) >= TEXT_LINE_CONFIDENCE
     ]
     return len(confident) >= MIN_TEXT_LINES and len(confident) >= TEXT_LINE_SHARE * len(lines)
+
+
+def _surest(line: Sequence[ReadWord]) -> float:
+    """A line's mean confidence, by the surer of the engine's readings (a weak line of a
+    receipt read again confidently is text)."""
+    return sum(max(w.confidence, w.second_confidence) for w in line) / len(line)
 
 
 def _merge(boxes: list[Rect]) -> list[Rect]:

@@ -19,3 +19,6 @@ class ReadWord(NamedTuple):
     size: float = 0.0
     baseline: float = 0.0
     paragraph: int = 0  # the engine's paragraph number, where it makes paragraphs
+    # The second recogniser's confidence in the word's line (0..1) where the line was read
+    # again and that reading kept (consumer/engines/line_rereads.py); 0: not read again.
+    second_confidence: float = 0.0

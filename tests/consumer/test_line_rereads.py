@@ -51,6 +51,8 @@ def test_the_surer_reading_keeps_its_characters_and_the_first_readings_spaces() 
     assert [w.box for w in merged] == [w.box for w in line]
     assert [w.confidence for w in merged] == [0.55, 0.8, 0.5]
     assert {w.line for w in merged} == {0}
+    # The second reading's own confidence goes with them: a figure test reads it.
+    assert {w.second_confidence for w in merged} == {0.97}
 
 
 def test_a_space_only_the_second_reading_saw_splits_a_word_with_boxes_in_order() -> None:

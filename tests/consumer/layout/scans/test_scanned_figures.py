@@ -149,6 +149,18 @@ def test_a_mark_over_lines_of_confident_text_leaves_the_text_as_text(tmp_path: P
     assert find_figures(path, _lines_of_words(lines, 320.0)) == []
 
 
+def test_lines_weakly_read_but_surely_read_again_are_text_not_a_figure(tmp_path: Path) -> None:
+    # A receipt's GST summary under a smudge: Tesseract read its lines at 0.3, PP-OCRv6 read
+    # them again at 0.9. Read only weakly, the same lines are a picture's texture.
+    path = _page(tmp_path, (200, 300, 600, 600))
+    lines = [("GST", "Summary", "Amount"), ("SR", "GST", "7.74"), ("GST", "REG", "#0006561")]
+    weak = [w._replace(confidence=0.3) for w in _lines_of_words(lines, 320.0)]
+    surely = [w._replace(second_confidence=0.9) for w in weak]
+
+    assert len(find_figures(path, weak)) == 1
+    assert find_figures(path, surely) == []
+
+
 def test_a_diagram_with_a_few_labels_among_many_marks_stays_a_figure(tmp_path: Path) -> None:
     path = _page(tmp_path, (200, 300, 600, 600))
     labels = _lines_of_words([("LIR", "Trace"), ("loop", "edge"), ("Compiled", "Trace")], 320.0)
