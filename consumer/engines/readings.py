@@ -29,10 +29,11 @@ from ocrq.consumer.layout.rects import union
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.schemas import Block
 
-# tesserocr's PSM.AUTO and PSM.SINGLE_BLOCK, named here so that the parent process, which
-# never reads, does not load libtesseract to import them.
+# tesserocr's PSM.AUTO, PSM.SINGLE_BLOCK and PSM.SINGLE_LINE, named here so that the parent
+# process, which never reads, does not load libtesseract to import them.
 PSM_AUTO = 3
 PSM_SINGLE_BLOCK = 6
+PSM_SINGLE_LINE = 7
 # Narrower than this (width over height) a page is a till roll. SROIE receipts measure
 # 0.34-0.59 (some scanned on a sheet, 0.70-0.77); A4 and Letter pages 0.71-0.77.
 NARROW_PAGE = 0.6
