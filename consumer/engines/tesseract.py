@@ -10,8 +10,8 @@ Each page is read with the job's languages and automatic page segmentation (Tess
 columns apart). Unless that reading is confident, the page's script is detected (Tesseract's
 OSD model) and chooses the model: Cyrillic pages are read as Russian, Japanese ones as
 Japanese. A page scanned askew is straightened first (straighten.py); a weak reading gets a
-second opinion, turned over or, on a receipt, as one block (readings.py); a receipt's lines
-the first reading missed are read alone (missed_lines.py), and weak lines are read again by
+second opinion, turned over or, on a receipt, as one block (readings.py); lines a doubtful
+reading missed are read alone (missed_lines.py), and weak lines are read again by
 PP-OCRv6, the surer reading kept (line_rereads.py). A page in a script
 no shipped model reads, or read with low confidence, carries a warning in its result and a
 visible note at the top of its Markdown (consumer/doubts.py) instead of passing as clean.
@@ -32,7 +32,7 @@ from ocrq.consumer.engines.cjk_spacing import unspaced_block
 from ocrq.consumer.engines.cpu import Call, CpuEngine, usable_cores
 from ocrq.consumer.engines.line_reader import LineReader
 from ocrq.consumer.engines.line_rereads import reread_weak_lines
-from ocrq.consumer.engines.missed_lines import read_missed_lines
+from ocrq.consumer.engines.missed_lines import DOUBTFUL_PAGE, read_missed_lines
 from ocrq.consumer.engines.readings import (
     PSM_AUTO,
     PSM_SINGLE_LINE,
@@ -168,8 +168,9 @@ def read_page(
         if reading.turned:  # the file the rest of the pipeline crops must match the boxes
             _turn_page_file(path)
         words = reading.words
-        if reading.till_roll:
-            words = read_missed_lines(_api_for(model, PSM_SINGLE_LINE), reading.path, words)
+        if reading.till_roll or (reading.confidence or 0.0) < DOUBTFUL_PAGE:
+            line_api = _api_for(model, PSM_SINGLE_LINE)
+            words = read_missed_lines(line_api, reading.path, words, reading.till_roll)
         words, lines_reread = _reread(reading.path, words, model)
         # A till roll is lines of text, rules and stamps: the layout model, made for pages,
         # turned its rows into broken tables and its totals into figures (on 30 receipts,

@@ -74,7 +74,7 @@ def test_a_line_the_first_reading_missed_is_read_and_put_in_its_place(
     path, every = receipt(tmp_path)
     first = [w for w in every if w.line != 2]  # the double-height total, missed
 
-    placed = read_missed_lines(line_api, str(path), first)
+    placed = read_missed_lines(line_api, str(path), first, join_rows=True)
 
     read = lines_of(placed)
     assert read[:2] == ["Service Chrg RM 5.83", "Rounding Adjustment RM 0.02"]
@@ -88,27 +88,42 @@ def test_a_line_the_first_reading_missed_is_read_and_put_in_its_place(
     assert all(w.box[1] <= w.baseline <= w.box[3] + 2 for w in new if w.baseline)
 
 
-def test_the_missed_end_of_a_line_joins_its_line(line_api: Any, tmp_path: Path) -> None:
+def test_the_missed_end_of_a_line_joins_its_line_on_a_till_roll(
+    line_api: Any, tmp_path: Path
+) -> None:
     path, every = receipt(tmp_path)
     first = [w for w in every if w.text != "64.15"]  # "TOTAL RM" read, its sum missed
 
-    placed = read_missed_lines(line_api, str(path), first)
+    placed = read_missed_lines(line_api, str(path), first, join_rows=True)
 
     total = [w for w in placed if w.line == 2]
     assert [w.text for w in total] == ["TOTAL", "RM", "64.15"]
     assert len(placed) == len(every)
 
 
+def test_on_a_page_of_columns_the_rest_of_a_row_stays_a_line_of_its_own(
+    line_api: Any, tmp_path: Path
+) -> None:
+    # On a page of columns a band beside a line may be the next column's: it is not joined.
+    path, every = receipt(tmp_path)
+    first = [w for w in every if w.text != "64.15"]
+
+    placed = read_missed_lines(line_api, str(path), first, join_rows=False)
+
+    [found] = [w for w in placed if w.text == "64.15"]
+    assert found.line not in {w.line for w in first}
+
+
 def test_a_page_read_whole_is_left_as_it_was(line_api: Any, tmp_path: Path) -> None:
     path, every = receipt(tmp_path)
 
-    assert read_missed_lines(line_api, str(path), every) == every
+    assert read_missed_lines(line_api, str(path), every, join_rows=True) == every
 
 
 def test_a_bar_of_ink_no_word_covers_adds_no_text(line_api: Any, tmp_path: Path) -> None:
     path, every = receipt(tmp_path, rule=True)
 
-    assert read_missed_lines(line_api, str(path), every) == every
+    assert read_missed_lines(line_api, str(path), every, join_rows=True) == every
 
 
 @pytest.fixture(scope="module")
