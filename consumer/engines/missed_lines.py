@@ -16,6 +16,7 @@ diagram's, whose labels would come into the body text (+0.4 CER points on a skew
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 from statistics import median
 from typing import Any
 
@@ -43,9 +44,9 @@ CROP_PAD = 0.3  # of the band's height, round it when cut out
 # letters or digits. Measured: missed lines of text read at 0.63-0.96, rules, specks and
 # shading below 0.5 or as one or two symbols.
 MIN_CONFIDENCE = 0.6
-DOUBTFUL_PAGE = 0.85  # a page read below this mean confidence is searched (see above)
 MIN_ALNUM = 2
 SAME_ROW = 0.5  # vertical overlap, of the shorter, at which a band is on an existing line
+DOUBTFUL_PAGE = 0.85  # a page read below this mean confidence is searched (see above)
 
 
 def read_missed_lines(
@@ -169,11 +170,7 @@ def _lines(words: Sequence[ReadWord]) -> list[tuple[int, int]]:
 
 
 def _extent(words: Sequence[ReadWord]) -> Rect:
-    boxes = [word.box for word in words]
-    extent = boxes[0]
-    for box in boxes[1:]:
-        extent = union(extent, box)
-    return extent
+    return reduce(union, (word.box for word in words))
 
 
 def _same_row(line: Rect, band: Rect) -> bool:
