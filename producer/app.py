@@ -25,6 +25,7 @@ from ocrq.producer.batches.sweeper import batch_sweeper
 from ocrq.producer.events import EventHub
 from ocrq.producer.guard import host_guard
 from ocrq.producer.health import HEALTH_HANDLERS
+from ocrq.producer.heap import keep_freed_bodies
 from ocrq.producer.jobs.capabilities import CAPABILITY_HANDLERS
 from ocrq.producer.jobs.files import FILE_HANDLERS
 from ocrq.producer.jobs.routes import JOB_HANDLERS
@@ -224,6 +225,7 @@ def create_app(settings: Settings | None = None) -> Litestar:
     """Build the producer app; settings are read from OCRQ_* once when not given."""
     settings = settings or load_settings()
     configure_logging(settings)
+    keep_freed_bodies()
     # A person at a terminal wants the events, not a line per poll: access lines at debug.
     access_level = logging.INFO if renders_json(settings) else logging.DEBUG
     tokens = TokenVerifier(settings.api) if settings.api.jwt_jwks_url else None
