@@ -19,16 +19,18 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import contextlib
 import itertools
 import json
 import multiprocessing
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,6 +38,8 @@ import msgspec
 import psutil
 import redis
 
+from bench import relay_floor as floor_relay
+from bench.bench_enqueue import relay_floor
 from ocrq.producer.jobs.decoding import clean_slice, decode_plain
 from ocrq.producer.jobs.ingest import Query, SubmitPlain, decode_json_slowly, decode_json_submission
 from ocrq.shared.keys import Keys
@@ -51,11 +55,10 @@ MIB = 1024 * 1024
 EVENT_PERIOD_S = 0.25  # between the follower's changes: more than the SSE coalescing window
 
 
-def follow_events(url: str, redis_url: str, seconds: float, conn: Connection) -> None:
+def follow_events(url: str, redis_url: str, seconds: float, floor: bool, conn: Connection) -> None:
     """Child process: queue a job, move it every EVENT_PERIOD_S for `seconds` and follow its
     event stream; send back each event's delay from publication (s) and the longest gap."""
     store = redis.Redis.from_url(redis_url)
-    keys = Keys()
     published: dict[int, float] = {}
     arrivals: list[tuple[float, int]] = []
     with httpx.Client(timeout=PROBE_TIMEOUT_S) as client:
@@ -64,8 +67,9 @@ def follow_events(url: str, redis_url: str, seconds: float, conn: Connection) ->
         )
         job_id = queued.raise_for_status().json()["id"]
         deadline = time.time() + seconds
+        where = floor_relay.where_job(job_id) if floor else (Keys().job(job_id), Keys().events)
         mover = threading.Thread(
-            target=move_job, args=(store, keys, job_id, deadline, published), daemon=True
+            target=move_job, args=(store, where, job_id, deadline, published), daemon=True
         )
         events_url = f"{url}/v1/jobs/{job_id}/events"
         with client.stream("GET", events_url, timeout=seconds + PROBE_TIMEOUT_S) as stream:
@@ -87,22 +91,28 @@ def follow_events(url: str, redis_url: str, seconds: float, conn: Connection) ->
 
 
 def move_job(
-    store: redis.Redis, keys: Keys, job_id: str, deadline: float, published: dict[int, float]
+    store: redis.Redis,
+    where: tuple[str, str],
+    job_id: str,
+    deadline: float,
+    published: dict[int, float],
 ) -> None:
-    """What a worker's progress does to a job: pages_done moves, the change is published."""
+    """What a worker's progress does to a job: pages_done moves, the change is published on
+    the channel (where = the job's hash, the channel)."""
+    job_key, channel = where
     done = 0
     # The first change a period in: one right at the stream's start would wait out the
     # coalescing window of the stream's first read, which no later event does.
     time.sleep(EVENT_PERIOD_S)
     while time.time() < deadline:
         done += 1
-        store.hset(keys.job(job_id), "pages_done", done)
+        store.hset(job_key, "pages_done", done)
         published[done] = time.time()
         event = {"id": job_id, "status": "queued", "pages_done": done}
-        store.publish(keys.events, msgspec.json.encode(event))
+        store.publish(channel, msgspec.json.encode(event))
         time.sleep(EVENT_PERIOD_S)
-    store.hset(keys.job(job_id), "status", "cancelled")  # a terminal state ends the stream
-    store.publish(keys.events, msgspec.json.encode({"id": job_id, "status": "cancelled"}))
+    store.hset(job_key, "status", "cancelled")  # a terminal state ends the stream
+    store.publish(channel, msgspec.json.encode({"id": job_id, "status": "cancelled"}))
 
 
 def in_child(target: Callable[..., None], budget_s: float, *args: object) -> Any:
@@ -167,14 +177,26 @@ def run_probes(url: str, seconds: float, rate_hz: float) -> tuple[list[float], i
     return result
 
 
+@dataclass(frozen=True)
+class Fronts:
+    """Where uploads go (and whose RSS is sampled), and where /healthz is probed and the
+    followed job's events are read: the same front, or an idle floor relay beside it."""
+
+    uploads: str
+    observed: str
+    observed_is_floor: bool
+
+
 def measure_phase(
-    url: str, redis_url: str, seconds: float, rate_hz: float
+    fronts: Fronts, redis_url: str, args: argparse.Namespace
 ) -> tuple[list[float], int, list[float], float, int]:
     """Probes, the followed job's event delays and longest gap, and the peak RSS, at once."""
-    with RssPeak(url) as rss, ThreadPoolExecutor(1) as pool:
+    seconds, url = args.seconds, fronts.observed
+    with RssPeak(fronts.uploads) as rss, ThreadPoolExecutor(1) as pool:
         budget_s = seconds + PROBE_TIMEOUT_S + 30
-        followed = pool.submit(in_child, follow_events, budget_s, url, redis_url, seconds)
-        latencies, failures = run_probes(url, seconds, rate_hz)
+        floor = fronts.observed_is_floor
+        followed = pool.submit(in_child, follow_events, budget_s, url, redis_url, seconds, floor)
+        latencies, failures = run_probes(url, seconds, args.rate)
         delays, gap = followed.result(budget_s)
     return latencies, failures, delays, gap, rss.peak
 
@@ -209,12 +231,23 @@ class Uploads:
             return sum(1 for t in self.finished_at if start <= t <= end)
 
 
-def upload_loop(url: str, upload: Upload, stop: threading.Event, uploads: Uploads) -> None:
-    """Submit the body until stop is set; cancel each job so its document leaves Redis."""
+def upload_loop(
+    url: str,
+    upload: Upload,
+    period_s: float,
+    offset_s: float,
+    stop: threading.Event,
+    uploads: Uploads,
+) -> None:
+    """Submit the body until stop is set, one every period_s at most (0: back to back), the
+    first after offset_s (clients spread over the period); cancel each job so its document
+    leaves Redis."""
     headers = {"Content-Type": upload.content_type}
     body = upload.body
+    next_at = time.perf_counter() + offset_s
     with httpx.Client(timeout=UPLOAD_TIMEOUT_S) as client:
-        while not stop.is_set():
+        while not stop.wait(max(0.0, next_at - time.perf_counter())):
+            next_at = max(next_at + period_s, time.perf_counter() - period_s)
             started = time.perf_counter()
             try:
                 r = client.post(f"{url}/v1/jobs", content=body, headers=headers)
@@ -312,21 +345,24 @@ class Phase:
         return ordered[index] * 1000
 
 
-def busy_phase(url: str, redis_url: str, upload: Upload, args: argparse.Namespace) -> Phase:
+def busy_phase(fronts: Fronts, redis_url: str, upload: Upload, args: argparse.Namespace) -> Phase:
     """Probe while `clients` threads keep uploading; count uploads inside the probe window."""
     uploads, stop = Uploads(), threading.Event()
+    period_s = args.clients / args.upload_rate if args.upload_rate else 0.0
     threads = [
-        threading.Thread(target=upload_loop, args=(url, upload, stop, uploads), daemon=True)
-        for _ in range(args.clients)
+        threading.Thread(
+            target=upload_loop,
+            args=(fronts.uploads, upload, period_s, i * period_s / args.clients, stop, uploads),
+            daemon=True,
+        )
+        for i in range(args.clients)
     ]
     for t in threads:
         t.start()
     try:
         time.sleep(args.warmup)  # every client has an upload in flight before probing starts
         started = time.perf_counter()
-        latencies, failures, delays, gap, rss = measure_phase(
-            url, redis_url, args.seconds, args.rate
-        )
+        latencies, failures, delays, gap, rss = measure_phase(fronts, redis_url, args)
         ended = time.perf_counter()
     finally:
         stop.set()
@@ -389,15 +425,61 @@ def print_decode(decode_s: dict[str, list[float]], steps: dict[str, float], doc_
         print(f"  {name:<40} {ms:>6.1f}")
 
 
+def front(
+    name: str, redis_url: str, tmp: Path, env: dict[str, str]
+) -> contextlib.AbstractContextManager[str]:
+    """The producer (uvicorn, one process) or the floor relay, serving until the block ends."""
+    if name == "floor":
+        return relay_floor(redis_port(redis_url), tmp / "floor.log")
+    return services.producer(redis_url, tmp, 1, **env)
+
+
+@contextlib.contextmanager
+def observed_front(
+    args: argparse.Namespace, url: str, redis_url: str, tmp: Path
+) -> Iterator[Fronts]:
+    """The uploads' front observed itself, or an idle floor relay observed beside it: what
+    the box's scheduling alone costs a process that has nothing else to do."""
+    if args.observe == "same":
+        yield Fronts(url, url, args.front == "floor")
+        return
+    with relay_floor(redis_port(redis_url), tmp / "observed-floor.log") as idle:
+        yield Fronts(url, idle, True)
+
+
+def redis_port(redis_url: str) -> int:
+    """The port of redis://host:port[/db]."""
+    return int(redis_url.rsplit(":", 1)[1].split("/")[0])
+
+
 def main() -> int:
     """Parse flags, run the phases against one producer, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="probing time per phase")
     parser.add_argument("--rate", type=float, default=100.0, help="/healthz probes per second")
     parser.add_argument("--clients", type=int, default=4, help="concurrent uploaders")
+    parser.add_argument(
+        "--observe",
+        choices=["same", "idle-floor"],
+        default="same",
+        help="probe /healthz and follow events on the uploads' front, or on an idle floor "
+        "relay beside it (the box's own scheduling delay)",
+    )
+    parser.add_argument(
+        "--upload-rate",
+        type=float,
+        default=0.0,
+        help="uploads per second, all clients together (0: each client back to back)",
+    )
     parser.add_argument("--doc-mib", type=float, default=10.0, help="document size in MiB")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds of uploads first")
     parser.add_argument("--decode-repeats", type=int, default=5)
+    parser.add_argument(
+        "--front",
+        choices=["ocrq", "floor"],
+        default="ocrq",
+        help="what serves: the producer as shipped, or the raw relay (bench/relay_floor.py)",
+    )
     parser.add_argument(
         "--no-raw", action="store_true", help="skip the raw-upload phase (no base64 decode)"
     )
@@ -412,12 +494,14 @@ def main() -> int:
         uploads.append(Upload("raw", document, "image/png"))
     env = {"max_backlog": "1000000000", "max_document_bytes": str(doc_bytes)}
     with services.scratch_dir() as tmp, services.private_redis(tmp) as redis_url:
-        with services.producer(redis_url, tmp, **env) as url:
-            print(f"producer {url}; idle phase: {args.seconds:g} s at {args.rate:g} probes/s")
+        with (
+            front(args.front, redis_url, tmp, env) as url,
+            observed_front(args, url, redis_url, tmp) as fronts,
+        ):
+            print(f"{args.front} {url}; idle phase: {args.seconds:g} s at {args.rate:g} probes/s")
+            print(f"/healthz and events from {fronts.observed}")
             started = time.perf_counter()
-            latencies, failures, delays, gap, rss = measure_phase(
-                url, redis_url, args.seconds, args.rate
-            )
+            latencies, failures, delays, gap, rss = measure_phase(fronts, redis_url, args)
             elapsed = time.perf_counter() - started
             phases = [
                 Phase("idle", latencies, failures, elapsed, event_delays=delays, event_gap=gap,
@@ -425,7 +509,7 @@ def main() -> int:
             ]  # fmt: skip
             for upload in uploads:
                 print(f"{upload.name} phase: {args.clients} clients uploading {args.doc_mib:g} MiB")
-                phases.append(busy_phase(url, redis_url, upload, args))
+                phases.append(busy_phase(fronts, redis_url, upload, args))
     print_table(phases, doc_bytes)
     print_decode(decode_s, steps, doc_bytes)
     return 0

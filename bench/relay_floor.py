@@ -4,7 +4,10 @@ It parses each request with httptools, writes the job hash and its stream entry 
 one hand-packed MULTI/HSET/XADD/EXEC (no client library), and answers 202 once EXEC's
 reply is in (a request without a body gets 200 at once): no routing, no validation, no
 auth, no logs. Nothing a real producer can do is cheaper, so ``bench_enqueue`` reports
-every front as a share of it. bench/ only.
+every front as a share of it. For ``bench_ingest`` it also does the least a front can do for
+its other two calls: a DELETE drops the job's hash, and a GET of ``…/events`` follows the
+job as Server-Sent Events (each message on ``floor:events`` naming the job is answered with
+the job's state, read from its hash; a terminal state ends the stream). bench/ only.
 
     python -m bench.relay_floor --port 8002 --redis-port 6379
 """
@@ -15,12 +18,17 @@ import argparse
 import asyncio
 import secrets
 import time
+from typing import NamedTuple
 
 import httptools
 import uvloop
 
 ACCEPTED = b"HTTP/1.1 202 Accepted\r\ncontent-type: application/json\r\ncontent-length: "
 OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+EVENTS = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+JOB_PREFIX = b"floor:job:"
+CHANNEL = b"floor:events"
+TERMINAL = {b"succeeded", b"failed", b"cancelled"}
 
 
 def resp_command(*parts: bytes) -> list[bytes]:
@@ -39,10 +47,36 @@ def job_write(job_id: bytes, data: bytes) -> list[bytes]:
     fields += [b"created_at", now, b"payload", data]
     return [
         *resp_command(b"MULTI"),
-        *resp_command(b"HSET", b"floor:job:" + job_id, *fields),
+        *resp_command(b"HSET", JOB_PREFIX + job_id, *fields),
         *resp_command(b"XADD", b"floor:stream", b"*", b"id", job_id),
         *resp_command(b"EXEC"),
     ]
+
+
+RespReply = bytes | int | list["RespReply"] | None
+
+
+async def read_reply(reader: asyncio.StreamReader) -> RespReply:
+    """One RESP2 reply, nested arrays included; an error reply raises."""
+    line = await reader.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"-":
+        raise RuntimeError(rest.decode(errors="replace"))
+    if kind == b"+":
+        return rest
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        return None if rest == b"-1" else (await reader.readexactly(int(rest) + 2))[:-2]
+    return [await read_reply(reader) for _ in range(int(rest))]
+
+
+class Request(NamedTuple):
+    """One parsed HTTP request: what the relay routes on, and the body."""
+
+    method: bytes
+    path: bytes
+    body: bytes
 
 
 class RedisLink:
@@ -63,6 +97,11 @@ class RedisLink:
         await self.reader.readline()  # $len of the entry id
         await self.reader.readline()  # the entry id
 
+    async def command(self, *parts: bytes) -> RespReply:
+        """One command and its reply."""
+        self.writer.writelines(resp_command(*parts))
+        return await read_reply(self.reader)
+
 
 class Relay(asyncio.Protocol):
     """One HTTP/1.1 connection, keep-alive, one Redis connection of its own."""
@@ -71,8 +110,8 @@ class Relay(asyncio.Protocol):
         self.redis_port = redis_port
         self.parser = httptools.HttpRequestParser(self)
         self.body: list[bytes] = []
-        self.link: RedisLink | None = None
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.url = b""
+        self.queue: asyncio.Queue[Request] = asyncio.Queue()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """Start the task that answers this connection's requests in order."""
@@ -85,7 +124,11 @@ class Relay(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         """A request starts."""
-        self.body = []
+        self.body, self.url = [], b""
+
+    def on_url(self, url: bytes) -> None:
+        """Part of the request target."""
+        self.url += url
 
     def on_body(self, body: bytes) -> None:
         """Part of the body."""
@@ -93,28 +136,76 @@ class Relay(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         """The whole request is in."""
-        self.queue.put_nowait(b"".join(self.body))
+        method = self.parser.get_method()
+        self.queue.put_nowait(Request(method, self.url, b"".join(self.body)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The client went away."""
         self.task.cancel()
 
     async def serve(self) -> None:
-        """Answer each request once Redis has its job."""
+        """Answer each request once Redis has done its part."""
         reader, writer = await asyncio.open_connection("127.0.0.1", self.redis_port)
         link = RedisLink(reader, writer)
         try:
             while True:
-                data = await self.queue.get()
-                if not data:  # a GET (the bench's readiness probe and warm-up)
+                request = await self.queue.get()
+                if request.method == b"POST":
+                    await self.enqueue(link, request.body)
+                elif request.method == b"DELETE":
+                    await link.command(b"DEL", JOB_PREFIX + job_in(request.path))
                     self.transport.write(OK + b"2\r\n\r\n{}")
-                    continue
-                job_id = secrets.token_urlsafe(16).encode()
-                await link.transact(job_write(job_id, data))
-                body = b'{"id":"%s","status":"queued"}' % job_id
-                self.transport.write(ACCEPTED + b"%d\r\n\r\n" % len(body) + body)
+                elif request.path.endswith(b"/events"):
+                    await self.follow(link, job_in(request.path))
+                    return
+                else:  # /healthz, the bench's readiness probe and warm-up
+                    self.transport.write(OK + b"2\r\n\r\n{}")
         finally:
             writer.close()
+
+    async def enqueue(self, link: RedisLink, data: bytes) -> None:
+        """The job hash and its stream entry in one transaction, then 202."""
+        job_id = secrets.token_urlsafe(16).encode()
+        await link.transact(job_write(job_id, data))
+        body = b'{"id":"%s","status":"queued"}' % job_id
+        self.transport.write(ACCEPTED + b"%d\r\n\r\n" % len(body) + body)
+
+    async def follow(self, link: RedisLink, job_id: bytes) -> None:
+        """Send the job's state now and after each message naming it, until it ends."""
+        self.transport.write(EVENTS)
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.redis_port)
+        try:
+            writer.writelines(resp_command(b"SUBSCRIBE", CHANNEL))
+            await read_reply(reader)
+            status = await self.send_state(link, job_id)
+            while status not in TERMINAL:
+                message = await read_reply(reader)
+                data = message[2] if isinstance(message, list) else None
+                if isinstance(data, bytes) and job_id in data:
+                    status = await self.send_state(link, job_id)
+        finally:
+            writer.close()
+            self.transport.close()
+
+    async def send_state(self, link: RedisLink, job_id: bytes) -> bytes:
+        """One event with the job's status and pages done, read from its hash."""
+        reply = await link.command(b"HMGET", JOB_PREFIX + job_id, b"status", b"pages_done")
+        status, done = reply if isinstance(reply, list) else (None, None)
+        status = status if isinstance(status, bytes) else b"queued"
+        pages = int(done) if isinstance(done, bytes) else 0  # bytes or None: HMGET's fields
+        event = b'{"id":"%s","status":"%s","progress":{"pages_done":%d}}' % (job_id, status, pages)
+        self.transport.write(b"data: " + event + b"\n\n")
+        return status
+
+
+def where_job(job_id: str) -> tuple[str, str]:
+    """The floor's hash of a job and the channel its changes are published on."""
+    return (JOB_PREFIX + job_id.encode()).decode(), CHANNEL.decode()
+
+
+def job_in(path: bytes) -> bytes:
+    """The job id of /v1/jobs/{id} or /v1/jobs/{id}/events."""
+    return path.split(b"/")[3]
 
 
 async def serve(port: int, redis_port: int) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import base64
+import random
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
+import redis
 from litestar.testing import TestClient
-from support.payloads import small_pdf
+from support.payloads import PNG_MAGIC, small_pdf
 from support.processes import stop
 from support.services import start_producer
 
@@ -111,6 +115,29 @@ def test_headers_that_never_end_are_cut_off_with_408(live_producer: str) -> None
     answer, waited = raw_request(live_producer, b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-a: ")
     assert answer.startswith(b"HTTP/1.1 408") and b"request_timeout" in answer
     assert 9 < waited < 20  # HEADER_TIMEOUT_S is 10 s
+
+
+def pieces(data: bytes, size: int, pause_s: float) -> Iterator[bytes]:
+    """data in pieces of size bytes, a pause after each."""
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+        time.sleep(pause_s)
+
+
+@pytest.mark.parametrize(
+    ("size", "pause_s"), [(100_000, 0.02), (2_000, 0.0)], ids=["paused", "back-to-back"]
+)
+def test_a_body_sent_in_pieces_is_stored_byte_for_byte(
+    live_producer: str, sync_redis: redis.Redis, size: int, pause_s: float
+) -> None:
+    """Pieces the server reads one at a time, or many at once, make up the same document."""
+    document = PNG_MAGIC + random.Random(7).randbytes(3 * 1024 * 1024)
+    headers = {"content-type": "image/png", "content-length": str(len(document))}
+    content = pieces(document, size, pause_s)
+    r = httpx.post(f"{live_producer}/v1/jobs", content=content, headers=headers, timeout=60)
+    assert r.status_code == 202, r.text
+    job = f"ocrq:{{p0}}:job:{r.json()['id']}"
+    assert sync_redis.hget(job, "payload") == document
 
 
 @pytest.mark.parametrize("field", ["extract", "batch_size"])
