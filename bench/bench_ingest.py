@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
@@ -449,7 +450,10 @@ def observed_front(
 
 def redis_port(redis_url: str) -> int:
     """The port of redis://host:port[/db]."""
-    return int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    port = urlsplit(redis_url).port
+    if port is None:
+        raise ValueError(f"no port in {redis_url}")
+    return port
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ print(kept, max(faults[2:]))
 """
 
 
-def faults_per_body(mode: str) -> tuple[str, float]:
+def warm_burst_faults(mode: str) -> tuple[str, float]:
     """What keep_freed_bodies answered (None: not called) and a warm burst's page faults."""
     out = subprocess.run([sys.executable, "-c", UPLOADS, mode], capture_output=True, check=True)
     kept, faults = out.stdout.split()
@@ -35,7 +35,7 @@ def faults_per_body(mode: str) -> tuple[str, float]:
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_freed_bodies_are_reused_instead_of_faulted_in_again() -> None:
-    kept, faults_kept = faults_per_body("kept")
-    _, faults_default = faults_per_body("default")
+    kept, faults_kept = warm_burst_faults("kept")
+    _, faults_default = warm_burst_faults("default")
     assert kept == "True"
     assert faults_kept < faults_default / 10
