@@ -61,7 +61,7 @@ def ingest_rate(url: str, redis_url: str, args: argparse.Namespace) -> float:
         store_services.flush_redis(client)
     finally:
         client.close()
-    return bench_enqueue.http_load(url, "raw", args.size, args.docs, args.clients)
+    return bench_enqueue.http_load(url, "raw", args.size, args.docs, args.clients)[0]
 
 
 def run(args: argparse.Namespace, tmp: Path) -> dict[str, list[float]]:

@@ -208,7 +208,7 @@ def producer_phases(
 
         def upload(name: str, url: str = url) -> float:
             size, count = SIZES[name], docs_for(name, args)
-            return bench_enqueue.http_load(url, "raw", size, count, args.clients)
+            return bench_enqueue.http_load(url, "raw", size, count, args.clients)[0]
 
         phases.append(Phase(row, topology, servers.flusher(topology), upload))
     return phases

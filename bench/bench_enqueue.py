@@ -10,7 +10,8 @@ For each document size, in one run on one private Redis (AOF off, then AOF every
   off, metrics and JSON access logging on, as shipped);
 - the FastAPI peer (bench/peer_fastapi.py: the same MULTI, nothing else), raw body;
 - the floor (bench/relay_floor.py): a raw asyncio relay that parses HTTP with httptools and
-  writes hand-packed RESP, the most any Python front can reach on these cores;
+  writes hand-packed RESP, the most any Python front can reach on these cores; raw, and
+  multipart (the file part parsed out as it arrives, the least a multipart front must do);
 - ocrq raw under granian instead of uvicorn (the ASGI server lever), when it is installed.
 
 Every phase sends the same number of documents (C clients in one separate process), is
@@ -29,6 +30,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import resource
 import secrets
 import statistics
 import subprocess
@@ -118,10 +120,11 @@ def server_cpu_s(url: str) -> float:
     return total
 
 
-def http_load(url: str, kind: str, size: int, count: int, clients: int) -> tuple[float, float]:
-    """(jobs/s, server CPU µs per job) of `count` uploads of one kind from a separate
-    process (C concurrent)."""
+def http_load(url: str, kind: str, size: int, count: int, clients: int) -> tuple[float, ...]:
+    """(jobs/s, server CPU µs per job, client CPU µs per job) of `count` uploads of one kind
+    from a separate process (C concurrent)."""
     cpu_before = server_cpu_s(url)
+    client_before = client_cpu_s()
     client = ["--client", url, kind, str(size), str(count), str(clients)]
     done = subprocess.run(
         [sys.executable, "-m", "bench.bench_enqueue", *client],
@@ -131,9 +134,15 @@ def http_load(url: str, kind: str, size: int, count: int, clients: int) -> tuple
         check=True,
         timeout=1800,
     )
-    return float(done.stdout.strip().splitlines()[-1]), (
-        server_cpu_s(url) - cpu_before
-    ) / count * 1e6
+    server_us = (server_cpu_s(url) - cpu_before) / count * 1e6
+    client_us = (client_cpu_s() - client_before) / count * 1e6
+    return float(done.stdout.strip().splitlines()[-1]), server_us, client_us
+
+
+def client_cpu_s() -> float:
+    """User + system seconds of the child processes waited for so far (the client runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 async def client_main(url: str, kind: str, size: int, count: int, clients: int) -> float:
@@ -214,26 +223,28 @@ def granian_producer(redis_url: str, log: Path) -> contextlib.AbstractContextMan
 
 def measure(
     label: str,
-    run: Callable[[], float | tuple[float, float]],
+    run: Callable[[], float | tuple[float, ...]],
     repeats: int,
     flush: Callable[[], object],
 ) -> dict[str, Any]:
-    """Median, min and max jobs/s of `repeats` runs (and the median server CPU per job),
-    Redis flushed before each."""
-    rates, cpus = [], []
+    """Median, min and max jobs/s of `repeats` runs (and the median server and client CPU
+    per job), Redis flushed before each."""
+    rates, cpus, client_cpus = [], [], []
     for _ in range(repeats):
         flush()
         got = run()
-        rate, cpu = got if isinstance(got, tuple) else (got, None)
+        rate, *cpu = got if isinstance(got, tuple) else (got,)
         rates.append(rate)
-        if cpu is not None:
-            cpus.append(cpu)
+        if cpu:
+            cpus.append(cpu[0])
+            client_cpus.append(cpu[1])
     return {
         "label": label,
         "median": statistics.median(rates),
         "min": min(rates),
         "max": max(rates),
         "cpu_us": statistics.median(cpus) if cpus else None,
+        "client_us": statistics.median(client_cpus) if client_cpus else None,
     }
 
 
@@ -257,6 +268,7 @@ def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[
         )  # fmt: skip
         with relay_floor(server.port, tmp / "floor.log") as url:
             phase("floor: raw asyncio relay (1 process)", url)
+            phase("floor, multipart parsed (1 process)", url, "multipart")
         for workers in (1, 2):
             with services.producer(server.url, tmp, workers, **SHIPPED) as url:
                 for kind in ("raw", "multipart", "json") if workers == 1 else ("raw",):
@@ -276,18 +288,18 @@ def run_size(name: str, args: argparse.Namespace, tmp: Path, aof: bool) -> list[
 
 
 HEADER = (
-    "| phase | jobs/s median (min..max) | of the raw limit | of the peer | server CPU µs/job |\n"
-    "|---|---|--:|--:|--:|"
+    "| phase | jobs/s median (min..max) | of the raw limit | of the peer | server CPU µs/job "
+    "| client CPU µs/job |\n|---|---|--:|--:|--:|--:|"
 )
 
 
 def table_row(row: dict[str, Any]) -> str:
     """One phase as a Markdown table row."""
     spread = f"{row['min']:,.1f}..{row['max']:,.1f}"
-    cpu = f"{row['cpu_us']:,.0f}" if row["cpu_us"] is not None else ""
+    cpu, client = (f"{row[k]:,.0f}" if row[k] is not None else "" for k in ("cpu_us", "client_us"))
     return (
         f"| {row['label']} | {row['median']:,.1f} ({spread}) | {row['ratio']:.0%} "
-        f"| {row['peer']:.2f} | {cpu} |"
+        f"| {row['peer']:.2f} | {cpu} | {client} |"
     )
 
 

@@ -7,7 +7,9 @@ auth, no logs. Nothing a real producer can do is cheaper, so ``bench_enqueue`` r
 every front as a share of it. For ``bench_ingest`` it also does the least a front can do for
 its other two calls: a DELETE drops the job's hash, and a GET of ``…/events`` follows the
 job as Server-Sent Events (each message on ``floor:events`` naming the job is answered with
-the job's state, read from its hash; a terminal state ends the stream). bench/ only.
+the job's state, read from its hash; a terminal state ends the stream). A multipart body
+is parsed as it arrives, with the push parser ocrq uses, and only its ``file`` part is
+stored: the least any multipart front must do. bench/ only.
 
     python -m bench.relay_floor --port 8002 --redis-port 6379
 """
@@ -22,6 +24,7 @@ from typing import NamedTuple
 
 import httptools
 import uvloop
+from multipart import MultipartSegment, PushMultipartParser
 
 ACCEPTED = b"HTTP/1.1 202 Accepted\r\ncontent-type: application/json\r\ncontent-length: "
 OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
@@ -103,6 +106,36 @@ class RedisLink:
         return await read_reply(self.reader)
 
 
+class FilePart:
+    """A multipart body's ``file`` part, parsed piece by piece as the body arrives."""
+
+    def __init__(self, boundary: bytes) -> None:
+        self.parser = PushMultipartParser(boundary)
+        self.pieces: list[bytes] = []
+        self.in_file = False
+
+    def feed(self, data: bytes) -> None:
+        """One piece of the body: keep what belongs to the file part."""
+        for event in self.parser.parse(data):
+            if isinstance(event, MultipartSegment):
+                self.in_file = event.name == "file"
+            elif event and self.in_file:
+                self.pieces.append(event)
+
+    def data(self) -> bytes:
+        """The file part's bytes, joined once; a malformed body raises."""
+        self.parser.close()
+        return b"".join(self.pieces)
+
+
+def form_boundary(content_type: bytes) -> bytes | None:
+    """The boundary of a multipart/form-data Content-Type, else None."""
+    if not content_type.lower().startswith(b"multipart/form-data"):
+        return None
+    _, _, boundary = content_type.partition(b"boundary=")
+    return boundary.split(b";")[0].strip().strip(b'"') or None
+
+
 class Relay(asyncio.Protocol):
     """One HTTP/1.1 connection, keep-alive, one Redis connection of its own."""
 
@@ -110,6 +143,7 @@ class Relay(asyncio.Protocol):
         self.redis_port = redis_port
         self.parser = httptools.HttpRequestParser(self)
         self.body: list[bytes] = []
+        self.form: FilePart | None = None
         self.url = b""
         self.queue: asyncio.Queue[Request] = asyncio.Queue()
 
@@ -124,20 +158,29 @@ class Relay(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         """A request starts."""
-        self.body, self.url = [], b""
+        self.body, self.url, self.form = [], b"", None
 
     def on_url(self, url: bytes) -> None:
         """Part of the request target."""
         self.url += url
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """A header: a multipart Content-Type makes the body parsed as it comes."""
+        if name.lower() == b"content-type" and (boundary := form_boundary(value)):
+            self.form = FilePart(boundary)
+
     def on_body(self, body: bytes) -> None:
         """Part of the body."""
-        self.body.append(body)
+        if self.form is not None:
+            self.form.feed(body)
+        else:
+            self.body.append(body)
 
     def on_message_complete(self) -> None:
         """The whole request is in."""
         method = self.parser.get_method()
-        self.queue.put_nowait(Request(method, self.url, b"".join(self.body)))
+        body = self.form.data() if self.form is not None else b"".join(self.body)
+        self.queue.put_nowait(Request(method, self.url, body))
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The client went away."""
