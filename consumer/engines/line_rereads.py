@@ -143,6 +143,9 @@ def _half_width(reading: LineText) -> LineText:
     return LineText(chars, reading.probabilities, reading.centres)
 
 
+Span = tuple[int, int]  # a word's first and last character in the second reading
+
+
 class _Char(NamedTuple):
     char: str
     centre: float  # page pixels
@@ -159,7 +162,9 @@ def _merged_words(line: list[ReadWord], second: LineText, left: float) -> list[R
             cuts.add(len(plain) - 1)
     first_words = [word.text for word in line]
     spans = _first_spans(first_words, "".join(c.char for c in plain))
-    cuts |= {end for _, end in spans[:-1]}  # the first reading's spaces
+    # The first reading's spaces; a word the second reading has nothing of (a rule or speck
+    # read as "|" or "~~" before a line) makes none: it cut "Total" into "T otal".
+    cuts |= {span[1] for span in spans[:-1] if span is not None}
     ends = sorted({cut for cut in cuts if cut < len(plain) - 1} | {len(plain) - 1})
     starts = [0, *(end + 1 for end in ends[:-1])]
     words = [_word(line, plain, a, b, spans) for a, b in zip(starts, ends, strict=True)]
@@ -168,7 +173,8 @@ def _merged_words(line: list[ReadWord], second: LineText, left: float) -> list[R
 
 
 def _mapping(first: str, second: str) -> list[int]:
-    """For each character of `first`, the index of the character of `second` it stands for."""
+    """For each character of `first`, the index of the character of `second` it stands for
+    (-1: the second reading has nothing for it)."""
     out = [0] * len(first)
     for op, i1, i2, j1, j2 in SequenceMatcher(None, first, second, autojunk=False).get_opcodes():
         for i in range(i1, i2):
@@ -176,32 +182,35 @@ def _mapping(first: str, second: str) -> list[int]:
                 out[i] = j1 + i - i1
             elif op == "replace":
                 out[i] = j1 + (i - i1) * (j2 - j1) // (i2 - i1)
-            else:  # deleted: it stands where the second reading resumes
-                out[i] = max(j1 - 1, 0)
+            else:
+                out[i] = -1
     return out
 
 
-def _first_spans(first_words: list[str], second: str) -> list[tuple[int, int]]:
-    """Each first-reading word's first and last character in the second reading."""
+def _first_spans(first_words: list[str], second: str) -> list[Span | None]:
+    """Each first-reading word's first and last character in the second reading (None: the
+    second reading has none of its characters)."""
     mapping = _mapping("".join(first_words), second)
-    spans, start = [], 0
+    spans: list[Span | None] = []
+    start = 0
     for word in first_words:
-        part = mapping[start : start + len(word)] or [0]
-        spans.append((min(part), max(part)))
+        part = [index for index in mapping[start : start + len(word)] if index >= 0]
+        spans.append((min(part), max(part)) if part else None)
         start += len(word)
     return spans
 
 
 def _word(
-    line: list[ReadWord], chars: list[_Char], a: int, b: int, spans: list[tuple[int, int]]
+    line: list[ReadWord], chars: list[_Char], a: int, b: int, spans: list[Span | None]
 ) -> ReadWord:
     """Characters a..b as a word: the first reading's box when it is that same word.
 
     Its confidence stays the first reading's (of the words it overlaps): the layout steps
     measure Tesseract's confidence (what is text, what a picture's texture), not PP-OCRv6's.
     """
-    inside = [k for k, (s, e) in enumerate(spans) if s <= b and e >= a]
-    if len(inside) == 1 and a <= spans[inside[0]][0] and spans[inside[0]][1] <= b:
+    inside = [k for k, span in enumerate(spans) if span and span[0] <= b and span[1] >= a]
+    only = spans[inside[0]] if len(inside) == 1 else None
+    if only and a <= only[0] and only[1] <= b:
         box = line[inside[0]].box
     else:
         box = _box_from_centres(line, chars, a, b)

@@ -34,6 +34,7 @@ _LATIN = pymupdf.Font("helv")  # the base-14 font: Latin-1 only, nothing embedde
 # Droid Sans Fallback: Latin, Greek, Cyrillic and CJK; in memory only, never saved here.
 _FALLBACK = pymupdf.Font("cjk")
 _FALLBACK_NAME = "ocrqfallback"
+SPECK_CHARS = 2  # a region holding this few characters is ordered by its position only
 
 
 def page_scale(width: int, height: int) -> float:
@@ -138,11 +139,12 @@ def scanned_blocks(
     taken |= {i for i, word in enumerate(words) if any(centre_inside(word.box, f) for f in figures)}
     source = WordText([word for i, word in enumerate(words) if i not in taken], scale)
     blocks = [block for block in page_blocks(layout, frame, source) if block.label != "figure"]
-    # A speck read as "." or "=" gets a region of its own that the layout model may put
-    # first (a receipt's bottom speck came before its title): such blocks are placed by
-    # position, last, so that nothing else is ordered against them.
-    specks = [block for block in blocks if not any(c.isalnum() for c in block.text)]
-    blocks = [block for block in blocks if any(c.isalnum() for c in block.text)]
+    # A speck read as "." or "1" gets a region of its own that the layout model may put
+    # first (a receipt's bottom speck came before its title; a mark at a receipt's left
+    # edge made a column of its own, read before the whole receipt): such blocks are placed
+    # by position, last, so that nothing else is ordered against them.
+    specks = [block for block in blocks if is_speck(block.text)]
+    blocks = [block for block in blocks if not is_speck(block.text)]
     blocks = _insert_leftovers(blocks, source.unclaimed(), frame, scale)
     pixels = Frame(width, height, width, height)
     found = [table.block for table in tables] + [_figure(pixels, box) for box in figures]
@@ -150,6 +152,11 @@ def scanned_blocks(
         insert_in_order(blocks, block)
     mark_captions(blocks)
     return blocks
+
+
+def is_speck(text: str) -> bool:
+    """Whether a region's text is a speck: no letter or digit, or two characters at most."""
+    return not any(c.isalnum() for c in text) or len("".join(text.split())) <= SPECK_CHARS
 
 
 def _has_grid(box: Any) -> bool:

@@ -66,6 +66,29 @@ def test_a_space_only_the_second_reading_saw_splits_a_word_with_boxes_in_order()
     assert line[0].box[0] <= first[0] < first[2] <= then[0] < then[2] <= line[0].box[2]
 
 
+@pytest.mark.parametrize(
+    ("first", "read_again", "expected"),
+    [
+        (
+            [("|", 0.3), ("Rounding", 0.7), (":", 0.5), ("0.00", 0.6)],
+            "Rounding0.00",
+            ["Rounding", "0.00"],
+        ),
+        ([("~~", 0.2), ("TotalGty", 0.6), ("3", 0.9)], "Total Qty3", ["Total", "Qty", "3"]),
+        ([("|", 0.2), ("|", 0.2), ("SR", 0.8), ("6", 0.9)], "SR6", ["SR", "6"]),
+    ],
+)
+def test_a_rule_the_second_reading_left_out_does_not_split_the_word_after_it(
+    first: list[tuple[str, float]], read_again: str, expected: list[str]
+) -> None:
+    # SROIE receipt 125: Tesseract read a table's rule before a line as "|" or "~~", PP-OCRv6
+    # left it out, and its end was taken for a space after the next word's first letter.
+    merged = better_line(words(*first), second(read_again, 0.97), left=10.0)
+
+    assert merged is not None
+    assert [w.text for w in merged] == expected
+
+
 def test_a_second_reading_less_sure_than_the_first_is_dropped() -> None:
     line = words(("Invoice", 0.9))
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from itertools import groupby
 from pathlib import Path
@@ -12,7 +13,12 @@ from PIL import Image
 from support.tesseract_scans import png_page
 
 from ocrq.consumer.engines.tesseract import TesseractEngine
-from ocrq.consumer.layout.scanned import ReadWord, invisible_text_page, page_scale
+from ocrq.consumer.layout.scanned import (
+    ReadWord,
+    invisible_text_page,
+    page_scale,
+    scanned_blocks,
+)
 
 LINES = [
     ["Harbour", "Traffic", "Report"],
@@ -68,3 +74,21 @@ async def test_tesseract_finds_title_heading_list_and_table_on_a_scan(
     assert [w.text for w in words[:3]] == ["Harbour", "Traffic", "Report"]
     assert all(0 <= w.box[0] < w.box[2] <= scan.width for w in words)
     assert pickle.loads(pickle.dumps(output)) == output  # it crosses a process boundary
+
+
+def test_a_lone_mark_at_a_receipts_edge_is_not_read_before_the_receipt() -> None:
+    # SROIE receipt 101 with the words Tesseract read from it: a "1" at the receipt's left
+    # edge got a region of its own, the order took it for a column read first, and the
+    # leftovers and tables placed against it went before the title.
+    data = Path(__file__).parents[1] / "data"
+    read = json.loads((data / "sroie-101.words.json").read_text())
+    words = [ReadWord(**{**w, "box": tuple(w["box"])}) for w in read["words"]]
+
+    blocks = scanned_blocks(str(data / "sroie-101.jpg"), read["width"], read["height"], words)
+
+    texts = [b.text for b in blocks]
+    assert texts[0].startswith("SYARIKAT PERNIAGAAN GIN KEE")
+    doc_no = next(i for i, text in enumerate(texts) if "CS00011926" in text)
+    lone = texts.index("1")
+    assert blocks[lone].bbox_px[1] > blocks[doc_no].bbox_px[3]  # it lies below the table
+    assert lone > doc_no  # and is read there, by its height
