@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import groupby
 from typing import Any
 
@@ -135,6 +136,7 @@ def scanned_blocks(
     tables = find_tables(words, width, height, avoid=gridded + pictures)
     inferred = [_box(table.block.bbox_px) for table in tables]
     figures = find_figures(image_path, words, known=pictures, avoid=tables_seen + inferred)
+    layout.boxes = split_round_tables(layout.boxes, inferred, scale)
     taken = set().union(*(table.words for table in tables))
     taken |= {i for i, word in enumerate(words) if any(centre_inside(word.box, f) for f in figures)}
     source = WordText([word for i, word in enumerate(words) if i not in taken], scale)
@@ -152,6 +154,33 @@ def scanned_blocks(
         insert_in_order(blocks, block)
     mark_captions(blocks)
     return blocks
+
+
+def split_round_tables(boxes: list[Any], tables: list[Rect], scale: float) -> list[Any]:
+    """The layout's text regions, each cut above and below a table found in its middle.
+
+    A table inferred from the words' positions inside a region the model calls text would be
+    placed after that whole region, its rows read after the lines below it (a receipt's fee
+    table after its totals); cut, the region's part above comes before the table and its part
+    below after it.
+    """
+    out = []
+    for box in boxes:
+        inside = [
+            (top * scale, bottom * scale)
+            for x0, top, x1, bottom in tables
+            if box.boxclass == "text"
+            and box.y0 < top * scale
+            and bottom * scale < box.y1
+            and x0 * scale < box.x1
+            and box.x0 < x1 * scale
+        ]
+        if not inside:
+            out.append(box)
+            continue
+        edges = [box.y0, *sorted(y for span in inside for y in span), box.y1]
+        out += [replace(box, y0=a, y1=b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    return out
 
 
 def is_speck(text: str) -> bool:

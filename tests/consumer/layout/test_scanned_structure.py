@@ -92,3 +92,21 @@ def test_a_lone_mark_at_a_receipts_edge_is_not_read_before_the_receipt() -> None
     lone = texts.index("1")
     assert blocks[lone].bbox_px[1] > blocks[doc_no].bbox_px[3]  # it lies below the table
     assert lone > doc_no  # and is read there, by its height
+
+
+def test_a_table_found_inside_a_text_region_is_read_between_its_lines() -> None:
+    # SROIE receipt 112 with the words ocrq read from it: the layout model calls its middle
+    # one text region; the fee table inferred inside it came after the region's last line
+    # ("Thank You"), its rows read after the totals below them.
+    data = Path(__file__).parents[1] / "data"
+    read = json.loads((data / "sroie-112.words.json").read_text())
+    words = [ReadWord(**{**w, "box": tuple(w["box"])}) for w in read["words"]]
+
+    blocks = scanned_blocks(str(data / "sroie-112.jpg"), read["width"], read["height"], words)
+
+    table = next(i for i, b in enumerate(blocks) if b.label == "table")
+    above = next(i for i, b in enumerate(blocks) if "Parking Time" in b.text)
+    below = next(i for i, b in enumerate(blocks) if "Thank You" in b.text)
+    assert above < table < below
+    assert blocks[above].bbox_px[3] <= blocks[table].bbox_px[1] + 2
+    assert blocks[table].bbox_px[3] <= blocks[below].bbox_px[1] + 2
