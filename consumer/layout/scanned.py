@@ -164,18 +164,17 @@ def split_round_tables(boxes: list[Any], tables: list[Rect], scale: float) -> li
     table after its totals); cut, the region's part above comes before the table and its part
     below after it.
     """
+    found = [
+        (x0 * scale, top * scale, x1 * scale, bottom * scale) for x0, top, x1, bottom in tables
+    ]
     out = []
     for box in boxes:
         inside = [
-            (top * scale, bottom * scale)
-            for x0, top, x1, bottom in tables
-            if box.boxclass == "text"
-            and box.y0 < top * scale
-            and bottom * scale < box.y1
-            and x0 * scale < box.x1
-            and box.x0 < x1 * scale
+            (top, bottom)
+            for x0, top, x1, bottom in found
+            if box.y0 < top and bottom < box.y1 and x0 < box.x1 and box.x0 < x1
         ]
-        if not inside:
+        if box.boxclass != "text" or not inside:
             out.append(box)
             continue
         edges = [box.y0, *sorted(y for span in inside for y in span), box.y1]

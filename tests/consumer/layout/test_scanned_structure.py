@@ -19,7 +19,9 @@ from ocrq.consumer.layout.scanned import (
     page_scale,
     scanned_blocks,
 )
+from ocrq.shared.schemas import Block
 
+DATA = Path(__file__).parents[1] / "data"
 LINES = [
     ["Harbour", "Traffic", "Report"],
     ["The", "compilation", "took", "three", "months"],
@@ -76,15 +78,19 @@ async def test_tesseract_finds_title_heading_list_and_table_on_a_scan(
     assert pickle.loads(pickle.dumps(output)) == output  # it crosses a process boundary
 
 
+def receipt_blocks(name: str) -> list[Block]:
+    """The blocks of a receipt in tests/consumer/data, laid out from the words the engine
+    read from its original image (kept beside it), so that the layout step alone is tested."""
+    read = json.loads((DATA / f"{name}.words.json").read_text())
+    words = [ReadWord(**{**w, "box": tuple(w["box"])}) for w in read["words"]]
+    return scanned_blocks(str(DATA / f"{name}.jpg"), read["width"], read["height"], words)
+
+
 def test_a_lone_mark_at_a_receipts_edge_is_not_read_before_the_receipt() -> None:
     # SROIE receipt 101 with the words Tesseract read from it: a "1" at the receipt's left
     # edge got a region of its own, the order took it for a column read first, and the
     # leftovers and tables placed against it went before the title.
-    data = Path(__file__).parents[1] / "data"
-    read = json.loads((data / "sroie-101.words.json").read_text())
-    words = [ReadWord(**{**w, "box": tuple(w["box"])}) for w in read["words"]]
-
-    blocks = scanned_blocks(str(data / "sroie-101.jpg"), read["width"], read["height"], words)
+    blocks = receipt_blocks("sroie-101")
 
     texts = [b.text for b in blocks]
     assert texts[0].startswith("SYARIKAT PERNIAGAAN GIN KEE")
@@ -98,11 +104,7 @@ def test_a_table_found_inside_a_text_region_is_read_between_its_lines() -> None:
     # SROIE receipt 112 with the words ocrq read from it: the layout model calls its middle
     # one text region; the fee table inferred inside it came after the region's last line
     # ("Thank You"), its rows read after the totals below them.
-    data = Path(__file__).parents[1] / "data"
-    read = json.loads((data / "sroie-112.words.json").read_text())
-    words = [ReadWord(**{**w, "box": tuple(w["box"])}) for w in read["words"]]
-
-    blocks = scanned_blocks(str(data / "sroie-112.jpg"), read["width"], read["height"], words)
+    blocks = receipt_blocks("sroie-112")
 
     table = next(i for i, b in enumerate(blocks) if b.label == "table")
     above = next(i for i, b in enumerate(blocks) if "Parking Time" in b.text)
