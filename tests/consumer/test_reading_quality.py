@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,6 +71,18 @@ async def test_a_till_roll_is_read_as_one_block_and_keeps_its_totals(
     assert [b.label for b in page.blocks] == ["text"] * len(page.blocks)  # no broken tables
     assert {"60.31", "70.30", "10.00"} <= set(re.findall(r"\d+\.\d\d", page.markdown or ""))
     assert markdown_cer(page, truth) < 0.27  # 0.32 with the page layout alone (the CLI's 0.32 too)
+
+
+async def test_the_bars_a_receipts_edge_is_read_as_are_not_in_its_text(
+    engine: TesseractEngine, tmp_path: Path
+) -> None:
+    # The shadow down this receipt's right edge reads as "|" at lines' ends ("RM Code |")
+    # and as lines of their own: confident words on confident lines, never read again.
+    page = await read(engine, page_image(Path(shutil.copy(DATA / "sroie-109.jpg", tmp_path))))
+
+    lines = [line.strip() for line in (page.markdown or "").splitlines() if line.strip()]
+    assert "BEG GUNI" in lines and "MALAYSIA" in lines
+    assert [line for line in lines if line.startswith("|") or line.endswith("|")] == []
 
 
 async def test_a_receipt_turned_upside_down_is_read_the_right_way_up(
