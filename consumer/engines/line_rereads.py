@@ -43,6 +43,9 @@ NOT_TEXT = 0.5
 # A second reading this much shorter or longer than the first (characters, spaces aside) is
 # of something else (two lines in one box, a rule, a picture): the first is kept.
 LENGTH_RATIO = 2.0
+# ... unless the second is shorter and this sure of a line the first read below WEAK_FIRST.
+SURE_SECOND = 0.9
+WEAK_FIRST = 0.6
 
 
 class ReadsLines(Protocol):
@@ -132,9 +135,18 @@ def better_line(line: list[ReadWord], second: LineText, left: float) -> list[Rea
     if has_cjk(plain_second):  # a rule or dots read as 一 and 十: the model knows Chinese too
         return None
     second = _half_width(second)
-    if not 1 / LENGTH_RATIO <= len(plain_second) / max(len(plain_first), 1) <= LENGTH_RATIO:
+    ratio = len(plain_second) / max(len(plain_first), 1)
+    if ratio > LENGTH_RATIO or (ratio < 1 / LENGTH_RATIO and not _noise_left_out(line, second)):
         return None
     return _merged_words(line, second, left)
+
+
+def _noise_left_out(line: list[ReadWord], second: LineText) -> bool:
+    """True when a far shorter second reading is sure of a line the first read weakly: what
+    the first read more is noise (a rule read "ssi—(C;C;*" after "GST SUMMARY", a boxed
+    "CASH" read "r “A SH ee ~ OT"). Far longer, it is not kept however sure: a crop round
+    a speck or a stamp ("+", "Wa") takes in the next line's text, read twice then."""
+    return second.confidence >= SURE_SECOND and line_confidence(line) < WEAK_FIRST
 
 
 def _half_width(reading: LineText) -> LineText:

@@ -102,6 +102,30 @@ def test_a_second_reading_of_another_length_is_of_something_else_and_dropped() -
     assert better_line(line, second("", 0.99), left=10.0) is None
 
 
+def test_a_sure_shorter_reading_of_a_weak_line_leaves_the_noise_the_first_read_out() -> None:
+    # SROIE 125: a dashed rule after the heading, read as text by Tesseract alone.
+    line = words(("GST", 0.55), ("SUMMARY", 0.6), ("ssi—(C;C;*;~—~S", 0.05))
+
+    merged = better_line(line, second("GST SUMMARY", 0.97), left=10.0)
+
+    assert [word.text for word in merged or []] == ["GST", "SUMMARY"]
+
+
+def test_a_shorter_reading_is_not_kept_over_a_line_read_with_some_confidence() -> None:
+    # The first reading's extra words may be text the crop cut short: kept as read.
+    line = words(("Thank", 0.4), ("You", 0.9), ("Please", 0.8), ("Come", 0.9), ("Again", 0.9))
+
+    assert better_line(line, second("31-00", 0.99), left=10.0) is None
+    assert (
+        better_line(
+            words(("GST", 0.3), ("SUMMARY", 0.4), ("ssi—(C;*", 0.05)),
+            second("GST", 0.85),
+            left=10.0,
+        )
+        is None
+    )
+
+
 def test_a_rule_read_as_chinese_characters_is_dropped_on_a_latin_page() -> None:
     # PP-OCRv6 reads Chinese too: a dashed rule comes back as 一 and 十.
     line = words(("---.-----", 0.2))
