@@ -7,10 +7,16 @@ than ``GAP_CHARS`` characters on the first) is read as a table: the gutters spli
 columns, each line is a row. Prose in two columns has one gutter, a bulleted list one
 (bullet | item); prose in three columns has two, but its cells are lines of many words,
 which tables' cells are not (``MAX_WORDS_PER_CELL``).
+
+Labels with their amounts ("Total Amount: ... 31.00") keep one gutter only, as prose in two
+columns does; such a run is a table of two columns when every row has a short label and an
+amount. The layout model made them two regions, read one after the other ("Total Amount:
+Cash Received Change : 31.00 101.00 70.00"); as rows each amount follows its label.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -29,6 +35,10 @@ ROW_GAP_LINES = 2.0  # lines further apart than this many line heights are not o
 MAX_WORDS_PER_CELL = 3.5  # mean over a table's filled cells: more is prose in columns
 MAX_WORDS_IN_COLUMN = 6.0  # mean over one column's filled cells: more is a column of prose
 MAX_EMPTY_SHARE = 0.4  # a grid mostly empty is scattered words, not a table
+MAX_LABEL_WORDS = 6  # a label beside an amount ("Total Incl. of GST :")
+# An amount: digits with separators, a currency or sign before, "%" or ")" after ("RM20.40",
+# "-0.02", "(1,200.00)", "6%").
+AMOUNT = re.compile(r"[-+(]?(?:[A-Z]{1,3}|[$€£¥])?\s?\d[\d.,]*\)?%?")
 
 
 @dataclass
@@ -63,14 +73,53 @@ def find_tables(
     found = []
     start = 0
     while start < len(rows):
-        stop, gutters = _run(words, rows, start, char, line)
-        table = _table(words, rows[start:stop], gutters, width, height) if stop else None
+        table, stop = _table_at(words, rows, start, char, line, (width, height))
         if table is not None:
             found.append(table)
             start = stop
         else:
             start += 1
     return found
+
+
+def _table_at(
+    words: Sequence[ReadWord],
+    rows: list[_Row],
+    start: int,
+    char: float,
+    line: float,
+    size: tuple[int, int],
+) -> tuple[FoundTable | None, int]:
+    """The table whose first row is ``start`` (columns of cells, else labels with amounts)
+    and the row after it."""
+    stop, gutters = _run(words, rows, start, char, line, MIN_GUTTERS)
+    if stop:
+        return _table(words, rows[start:stop], gutters, *size), stop
+    stop, gutters = _run(words, rows, start, char, line, 1)
+    if not stop or len(gutters) != 1:
+        return None, stop
+    while stop - start >= MIN_ROWS and not _labels_with_amounts(
+        words, rows[start:stop], gutters[0]
+    ):
+        stop -= 1  # a run may go on below its amounts, into a line of two words say
+    if stop - start < MIN_ROWS:
+        return None, stop
+    return _table(words, rows[start:stop], gutters, *size), stop
+
+
+def _labels_with_amounts(
+    words: Sequence[ReadWord], rows: list[_Row], gutter: tuple[float, float]
+) -> bool:
+    """Whether every row is a short label left of the gutter and an amount right of it."""
+    cut = sum(gutter) / 2
+    for row in rows:
+        left = [words[i].text for i in row.words if _column(words[i].box, [cut]) == 0]
+        right = [words[i].text for i in row.words if _column(words[i].box, [cut]) == 1]
+        if not 0 < len(left) <= MAX_LABEL_WORDS or not 0 < len(right) <= 2:
+            return False
+        if not AMOUNT.fullmatch("".join(right)):  # "RM 20.40" is one amount
+            return False
+    return True
 
 
 def _rows(words: Sequence[ReadWord], usable: list[int], line: float) -> list[_Row]:
@@ -102,10 +151,15 @@ def _gaps(words: Sequence[ReadWord], row: _Row, least: float) -> list[tuple[floa
 
 
 def _run(
-    words: Sequence[ReadWord], rows: list[_Row], start: int, char: float, line: float
+    words: Sequence[ReadWord],
+    rows: list[_Row],
+    start: int,
+    char: float,
+    line: float,
+    least: int,
 ) -> tuple[int, list[tuple[float, float]]]:
-    """How far from ``start`` rows keep at least MIN_GUTTERS gutters: (stop, gutters); 0, []."""
-    if len(_gaps(words, rows[start], GAP_CHARS * char)) < MIN_GUTTERS:
+    """How far from ``start`` rows keep at least ``least`` gutters: (stop, gutters); 0, []."""
+    if len(_gaps(words, rows[start], GAP_CHARS * char)) < least:
         return 0, []
     spans = [words[i].box[0:3:2] for i in rows[start].words]
     gutters = _gutters(spans, KEEP_CHARS * char)
@@ -115,7 +169,7 @@ def _run(
             break  # a line of running text: the table (if any) ends above it
         more = spans + [words[i].box[0:3:2] for i in rows[stop].words]
         kept = _supported(words, rows[start : stop + 1], _gutters(more, KEEP_CHARS * char), char)
-        if len(kept) < MIN_GUTTERS:
+        if len(kept) < least:
             break
         spans, gutters, stop = more, kept, stop + 1
     return (stop, gutters) if stop - start >= MIN_ROWS else (0, [])

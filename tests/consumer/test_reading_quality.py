@@ -20,6 +20,7 @@ from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.shared.schemas import Page
 
 DATA = Path(__file__).parent / "data"
+RECEIPTS = Path(__file__).parents[2] / "bench" / "documents" / "quality"  # SOURCES.md there
 PROSE = (
     "Harbour pilots guide container ships through the narrow channel at dawn, when the tide "
     "turns and the wind from the estuary drops. Each vessel waits at the outer buoy until a "
@@ -83,6 +84,23 @@ async def test_the_bars_a_receipts_edge_is_read_as_are_not_in_its_text(
     lines = [line.strip() for line in (page.markdown or "").splitlines() if line.strip()]
     assert "BEG GUNI" in lines and "MALAYSIA" in lines
     assert [line for line in lines if line.startswith("|") or line.endswith("|")] == []
+
+
+async def test_a_receipts_amounts_beside_their_labels_are_read_row_by_row(
+    engine: TesseractEngine, tmp_path: Path
+) -> None:
+    # The layout model made the labels and the amounts two regions, read one after the
+    # other ("Total Amount: Cash Received Change : 31.00 101.00 70.00").
+    receipt = Path(shutil.copy(RECEIPTS / "sroie-005.jpg", tmp_path))
+    page = await read(engine, page_image(receipt))
+
+    pairs = [
+        [cell.text for cell in block.table.cells if cell.row == row]
+        for block in page.blocks
+        if block.table is not None and block.table.cols == 2
+        for row in range(block.table.rows)
+    ]
+    assert ["Cash Received", "101.00"] in pairs and ["Change :", "70.00"] in pairs
 
 
 async def test_a_receipt_turned_upside_down_is_read_the_right_way_up(

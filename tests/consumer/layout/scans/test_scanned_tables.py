@@ -85,6 +85,37 @@ def test_two_aligned_lines_are_too_few_for_a_table() -> None:
     assert find_tables(words, 1200, 1600) == []
 
 
+TOTALS = [("Total Amount:", "31.00"), ("Cash Received", "RM 101.00"), ("Change :", "70.00")]
+
+
+def test_labels_with_their_amounts_make_a_table_of_two_columns() -> None:
+    # One gutter, as two columns of prose have: the amounts make it a table, read row by row.
+    words = _page([[(100.0, label), (700.0, amount)] for label, amount in TOTALS])
+
+    [found] = find_tables(words, 1000, 1600)
+
+    table = found.block.table
+    assert table is not None and (table.rows, table.cols) == (3, 2)
+    assert [[c.text for c in table.cells if c.row == r] for r in range(3)] == [
+        list(row) for row in TOTALS
+    ]
+
+
+def test_labels_end_where_their_amounts_do() -> None:
+    lines = [[(100.0, label), (700.0, amount)] for label, amount in TOTALS]
+    words = _page([*lines, [(100.0, "Thank You"), (700.0, "Come Again")]])
+
+    [found] = find_tables(words, 1000, 1600)
+
+    assert found.block.table is not None and found.block.table.rows == 3
+    assert not any(words[i].text == "Thank" for i in found.words)
+
+
+def test_labels_beside_words_are_no_table() -> None:
+    lines = [[(100.0, "Vessel"), (700.0, "Aurora")], [(100.0, "Berth"), (700.0, "East four")]]
+    assert find_tables(_page(lines * 2), 1000, 1600) == []
+
+
 async def test_an_unruled_table_on_a_scan_comes_back_with_its_cells(
     engine: TesseractEngine, scans: dict[str, Path], unruled_rows: list[list[str]]
 ) -> None:
