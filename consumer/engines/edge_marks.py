@@ -23,7 +23,7 @@ EDGE_MARKS = frozenset("|\\")
 
 
 def is_edge_mark(text: str) -> bool:
-    """True for a word made of rule-like characters only ("|", "||", "]", "~")."""
+    """True for a word made of rule-like characters only ("|", "||", "\\")."""
     return bool(text) and set(text) <= EDGE_MARKS
 
 
