@@ -12,9 +12,8 @@ line they are kept: a form's column rule and a menu's "Home | Contact" stay wher
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import groupby
 
-from ocrq.consumer.layout.words import ReadWord
+from ocrq.consumer.layout.words import ReadWord, engine_lines
 
 # Shapes a line or an edge takes when read as characters. Not "[", "]" or "~": on receipts
 # they stand for a misread "1" or "-" ("Cover : ]", "~ LION FILE"), which a substitution
@@ -30,8 +29,7 @@ def is_edge_mark(text: str) -> bool:
 def without_edge_marks(words: Sequence[ReadWord]) -> list[ReadWord]:
     """The words less the marks at each line's start and end (a line of marks goes whole)."""
     kept: list[ReadWord] = []
-    for _, group in groupby(words, key=lambda word: word.line):
-        line = list(group)
+    for line in engine_lines(words):
         start, end = 0, len(line)
         while start < end and is_edge_mark(line[start].text):
             start += 1

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 from functools import reduce
-from itertools import groupby
 from typing import NamedTuple, Protocol
 
 from PIL import Image
@@ -23,7 +22,7 @@ from ocrq.consumer.engines.cjk_spacing import has_cjk
 from ocrq.consumer.engines.line_reader import LINE_HEIGHT, MIN_WIDTH, LineText
 from ocrq.consumer.layout.rects import union
 from ocrq.consumer.layout.structure import Rect
-from ocrq.consumer.layout.words import ReadWord
+from ocrq.consumer.layout.words import ReadWord, engine_lines
 
 # A line read below this mean confidence (Tesseract's, 0..1, weighted by characters) is read
 # again. Measured on receipts and pages (BENCHMARKS.md): re-reading every line gains little
@@ -63,7 +62,7 @@ class Reread(NamedTuple):
 def reread_weak_lines(image_path: str, words: Sequence[ReadWord], reader: ReadsLines) -> Reread:
     """Read again the page's weak lines, weakest first within the page's budget; keep the
     surer reading, line by line."""
-    lines = [list(group) for _, group in groupby(words, key=lambda word: word.line)]
+    lines = engine_lines(words)
     weak = weakest_lines(lines)
     if not weak:
         return Reread(list(words), 0, 0)

@@ -113,8 +113,10 @@ def _labels_with_amounts(
     """Whether every row is a short label left of the gutter and an amount right of it."""
     cut = sum(gutter) / 2
     for row in rows:
-        left = [words[i].text for i in row.words if _column(words[i].box, [cut]) == 0]
-        right = [words[i].text for i in row.words if _column(words[i].box, [cut]) == 1]
+        left: list[str] = []
+        right: list[str] = []
+        for i in row.words:
+            (right if _column(words[i].box, [cut]) else left).append(words[i].text)
         if not 0 < len(left) <= MAX_LABEL_WORDS or not 0 < len(right) <= 2:
             return False
         if not AMOUNT.fullmatch("".join(right)):  # "RM 20.40" is one amount

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import groupby
 from typing import Any
 
 import pymupdf
@@ -24,7 +23,7 @@ from ocrq.consumer.layout.rects import centre_inside
 from ocrq.consumer.layout.scan_figures import find_figures
 from ocrq.consumer.layout.scan_tables import find_tables
 from ocrq.consumer.layout.structure import Frame, Rect, join_lines, page_blocks, parse_page
-from ocrq.consumer.layout.words import ReadWord
+from ocrq.consumer.layout.words import ReadWord, engine_lines
 from ocrq.shared.schemas import Block
 
 # The invisible page has A4's area whatever the image's size: the model was made on pages
@@ -53,8 +52,8 @@ def invisible_text_page(
     page.insert_image(page.rect, filename=image_path)
     shape = page.new_shape()
     fallback_added = False
-    for _, group in groupby(words, key=lambda word: word.line):
-        line = [word for word in group if word.text.strip()]
+    for words_of_line in engine_lines(words):
+        line = [word for word in words_of_line if word.text.strip()]
         if not line:
             continue
         latin = all(_is_latin1(word.text) for word in line)
@@ -239,7 +238,7 @@ class WordText:
     def lines(self, box: Any) -> list[str]:
         """The words in the box, line by line in the engine's order."""
         words = self._claim(box, _rect(box))
-        return [" ".join(w.text for w in line) for _, line in groupby(words, lambda w: w.line)]
+        return [" ".join(w.text for w in line) for line in engine_lines(words)]
 
     def confidence(self, box: Any) -> float | None:
         """The mean confidence of the box's words."""
@@ -262,8 +261,7 @@ def _insert_leftovers(
 ) -> list[Block]:
     """Each leftover line as a text block, before the first block that starts below it."""
     out = list(blocks)
-    for _, group in groupby(words, key=lambda word: word.line):
-        line = list(group)
+    for line in engine_lines(words):
         box = (
             min(w.box[0] for w in line) * scale,
             min(w.box[1] for w in line) * scale,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from itertools import groupby
 from typing import NamedTuple
 
 from ocrq.consumer.layout.structure import Rect
@@ -22,3 +24,8 @@ class ReadWord(NamedTuple):
     # The second recogniser's confidence in the word's line (0..1) where the line was read
     # again and that reading kept (consumer/engines/line_rereads.py); 0: not read again.
     second_confidence: float = 0.0
+
+
+def engine_lines(words: Iterable[ReadWord]) -> list[list[ReadWord]]:
+    """The words in runs of one engine line each, in reading order."""
+    return [list(group) for _, group in groupby(words, key=lambda word: word.line)]
