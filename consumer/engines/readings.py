@@ -44,6 +44,8 @@ NARROW_TEXT = 0.5
 # 0.55-0.93 (most above 0.75), pages read upside down at 0.30-0.50.
 FLIP_BELOW = 0.6
 FLIP_MARGIN = 0.15  # how much more confident the turned reading must be to be kept
+SURE_WORD = 0.8  # a word read at least this confidently counts in known_words
+KNOWN_WORDS_FROM = 5  # fewer words of three letters or more than this give no share
 
 ApiFor = Callable[[str, int], Any]
 
@@ -58,6 +60,7 @@ class Reading(NamedTuple):
     turned: bool = False  # True: read turned half a turn from the image it was given
     reread: bool = False  # True: a second reading was made and compared
     till_roll: bool = False  # True: a receipt (is_till_roll)
+    known_words: float = 0.0  # share of its words in the models' word lists (known_word_share)
 
 
 def read_image(api: Any, path: str) -> Reading:
@@ -66,7 +69,37 @@ def read_image(api: Any, path: str) -> Reading:
     api.Recognize()
     words = read_words(api)
     confidence = round(api.MeanTextConf() / 100, 4) if words else None
-    return Reading(path, words, confidence)
+    return Reading(path, words, confidence, known_words=known_word_share(api))
+
+
+def known_word_share(api: Any) -> float:
+    """Of the words of three letters or more in the API's last reading, the share that its
+    models' word lists hold and that it read at SURE_WORD or above (0 below
+    KNOWN_WORDS_FROM such words: too few to tell).
+
+    Text in another script read with Latin models comes back as Latin look-alikes
+    ("HanoroBañ", "AHAQÏH YNOBAAAETAI"), few of them words: measured at 0.18 at most on
+    Greek, Hebrew, Cyrillic, Japanese and Chinese pages, against 0.23 to 0.95 on Latin
+    receipts and pages (BENCHMARKS.md, "Reading quality, seventh pass").
+    """
+    from tesserocr import RIL
+
+    iterator = api.GetIterator()
+    if iterator is None:
+        return 0.0
+    known = total = 0
+    iterator.Begin()
+    while True:
+        try:
+            text = iterator.GetUTF8Text(RIL.WORD) or ""
+        except RuntimeError:  # "No text returned": an empty element
+            text = ""
+        if sum(c.isalpha() for c in text) >= 3:
+            total += 1
+            sure = iterator.Confidence(RIL.WORD) / 100 >= SURE_WORD
+            known += sure and bool(iterator.WordIsFromDictionary())
+        if not iterator.Next(RIL.WORD):
+            return known / total if total >= KNOWN_WORDS_FROM else 0.0
 
 
 def first_segmentation(width: int, height: int) -> int:
