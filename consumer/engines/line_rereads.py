@@ -19,6 +19,7 @@ from typing import NamedTuple, Protocol
 from PIL import Image
 
 from ocrq.consumer.engines.cjk_spacing import has_cjk
+from ocrq.consumer.engines.line_gaps import squeezed, unsqueezed
 from ocrq.consumer.engines.line_reader import LINE_HEIGHT, MIN_WIDTH, LineText
 from ocrq.consumer.layout.rects import union
 from ocrq.consumer.layout.structure import Rect
@@ -82,8 +83,10 @@ def reread_line(
     """The line as the second reading leaves it, [] where it is not text; None: the first
     reading stands. Of a line found not to be text, the words taller than its cut (left
     out of it) are read on their own: beside a dashed rule, "TAX INVOICE" can be text."""
-    x0, y0, x1, y1 = (round(v) for v in _padded(_text_box(line), *image.size))
-    second = reader.read(image.crop((x0, y0, x1, y1)))
+    text = _text_box(line)
+    x0, y0, x1, y1 = (round(v) for v in _padded(text, *image.size))
+    squeeze = squeezed(image.crop((x0, y0, x1, y1)), [w.box for w in line], x0, text[3] - text[1])
+    second = unsqueezed(reader.read(squeeze.image), squeeze)
     if not not_text(line, second):
         return better_line(line, second, x0)
     cut = _cut_words(line)

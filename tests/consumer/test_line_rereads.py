@@ -335,7 +335,8 @@ async def test_words_read_again_lie_where_the_first_reading_found_ink(
 ) -> None:
     # A re-read line's words keep Tesseract's boxes where they are the same words, and are
     # placed by where PP-OCRv6 read their characters where they are not: either way on the
-    # line's own ink, which the searchable PDF and the fields' boxes rely on.
+    # line's own ink, which the searchable PDF and the fields' boxes rely on. A word only
+    # the second reading found (the ":" of "Total :   80.91") lies on ink of its own.
     rereading, plain = engines
     path = png_copy("sroie-003.jpg", tmp_path)
 
@@ -345,5 +346,15 @@ async def test_words_read_again_lie_where_the_first_reading_found_ink(
     assert after.pages[0].lines_reread > 0
     changed = [w for w in after.words[1] if w.text not in {v.text for v in before.words[1]}]
     assert changed, "some words read differently the second time"
+    with Image.open(path) as image:
+        grey = image.convert("L")
     for word in after.words[1]:
-        assert any(overlaps(word.box, first.box) for first in before.words[1]), word
+        on_a_first_word = any(overlaps(word.box, first.box) for first in before.words[1])
+        assert on_a_first_word or has_ink(grey, word.box), word
+
+
+def has_ink(grey: Image.Image, box: tuple[float, float, float, float]) -> bool:
+    """True when some pixel inside the box is dark (below half the grey scale)."""
+    crop = grey.crop((round(box[0]), round(box[1]), round(box[2]), round(box[3])))
+    darkest, _ = crop.getextrema()
+    return bool(darkest < 128)
