@@ -35,8 +35,9 @@ class Squeezed(NamedTuple):
 
 
 def squeezed(line: Image.Image, boxes: Sequence[Rect], left: float, height: float) -> Squeezed:
-    """The line image (cut from the page at x = ``left``) without the blank between words
-    (their page boxes) that are more than WIDE_GAP line heights apart."""
+    """The line image (cut from the page at x = ``left``) with every blank run wider than
+    WIDE_GAP line heights cut down to KEPT_GAP: no ink in it, and no word of the first
+    reading (``boxes``, in page pixels) over it."""
     pieces = _kept_pieces(line, boxes, left, height)
     if len(pieces) == 1:
         return Squeezed(line, [0.0], [0.0])
