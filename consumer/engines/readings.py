@@ -44,7 +44,7 @@ NARROW_TEXT = 0.5
 # 0.55-0.93 (most above 0.75), pages read upside down at 0.30-0.50.
 FLIP_BELOW = 0.6
 FLIP_MARGIN = 0.15  # how much more confident the turned reading must be to be kept
-SURE_WORD = 0.8  # a word read at least this confidently counts in known_words
+SURE_WORD = 0.8  # a word read at least this confidently counts in known_word_share
 KNOWN_WORDS_FROM = 5  # fewer words of three letters or more than this give no share
 
 ApiFor = Callable[[str, int], Any]
@@ -60,7 +60,6 @@ class Reading(NamedTuple):
     turned: bool = False  # True: read turned half a turn from the image it was given
     reread: bool = False  # True: a second reading was made and compared
     till_roll: bool = False  # True: a receipt (is_till_roll)
-    known_words: float = 0.0  # share of its words in the models' word lists (known_word_share)
 
 
 def read_image(api: Any, path: str) -> Reading:
@@ -69,7 +68,7 @@ def read_image(api: Any, path: str) -> Reading:
     api.Recognize()
     words = read_words(api)
     confidence = round(api.MeanTextConf() / 100, 4) if words else None
-    return Reading(path, words, confidence, known_words=known_word_share(api))
+    return Reading(path, words, confidence)
 
 
 def known_word_share(api: Any) -> float:

@@ -38,9 +38,9 @@ from ocrq.consumer.engines.missed_lines import DOUBTFUL_PAGE, read_missed_lines
 from ocrq.consumer.engines.readings import (
     PSM_AUTO,
     PSM_SINGLE_LINE,
-    Reading,
     best_reading,
     first_segmentation,
+    known_word_share,
     paragraph_blocks,
     read_image,
 )
@@ -164,7 +164,7 @@ def read_page(
         source, skew = _straightened(path, made)
         psm = first_segmentation(width, height)
         first = read_image(_api_for(languages, psm), source)
-        script = _script(path, languages, first)
+        script = _script(path, languages, first.confidence, _api_for(languages, psm))
         model = SCRIPT_LANGUAGES.get(script or "", languages)
         if model != languages:
             first = read_image(_api_for(model, psm), source)
@@ -246,9 +246,10 @@ def _turn_page_file(path: str) -> None:
     )
 
 
-def _script(path: str, languages: str, first: Reading) -> str | None:
-    """Latin when the job's Latin models read the page with confidence or into known words,
-    else OSD's guess.
+def _script(path: str, languages: str, confidence: float | None, api: Any) -> str | None:
+    """Latin when the job's Latin models read the page with confidence or into known words
+    (counted on ``api``, which holds that first reading, only when its confidence is not
+    enough), else OSD's guess.
 
     Measured: pages in Latin script read at 0.58-0.95 (born-digital and clean scans at
     0.85 and above), Cyrillic and Japanese pages read with the Latin models at 0.31-0.69,
@@ -257,8 +258,7 @@ def _script(path: str, languages: str, first: Reading) -> str | None:
     of a receipt, and on receipts it named Arabic or Greek (3 of 90) where it was not
     needed. So it runs where the first reading leaves the script in doubt.
     """
-    confidence = first.confidence or 0.0
-    if confidence >= SURE_LATIN or first.known_words >= KNOWN_LATIN:
+    if (confidence or 0.0) >= SURE_LATIN or known_word_share(api) >= KNOWN_LATIN:
         if set(languages.split("+")) <= LATIN_MODELS:
             return "Latin"
     return detect_script(path)

@@ -17,7 +17,7 @@ from support.tesseract_scans import running_tesseract
 
 from ocrq.consumer.doubts import review_pages
 from ocrq.consumer.engines.base import PageImage
-from ocrq.consumer.engines.readings import PSM_SINGLE_BLOCK, read_image
+from ocrq.consumer.engines.readings import PSM_SINGLE_BLOCK, known_word_share, read_image
 from ocrq.consumer.engines.tesseract import KNOWN_LATIN, TesseractEngine, tessdata_dir
 
 DATA = Path(__file__).parent / "data"
@@ -185,7 +185,8 @@ def test_latin_models_read_a_latin_page_into_known_words_and_other_scripts_into_
     from tesserocr import PyTessBaseAPI
 
     with PyTessBaseAPI(path=tessdata_dir(), lang="eng+fra", psm=PSM_SINGLE_BLOCK) as api:
-        known = read_image(api, str(file)).known_words
+        read_image(api, str(file))
+        known = known_word_share(api)
 
     assert (known >= KNOWN_LATIN) is latin, known
 
