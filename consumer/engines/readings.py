@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ocrq.consumer.engines.cpu import text_block
+from ocrq.consumer.engines.receipt_column import Origin, cut_column, in_column
 from ocrq.consumer.engines.straighten import straightened
 from ocrq.consumer.layout.rects import union
 from ocrq.consumer.layout.words import ReadWord
@@ -60,6 +61,9 @@ class Reading(NamedTuple):
     turned: bool = False  # True: read turned half a turn from the image it was given
     reread: bool = False  # True: a second reading was made and compared
     till_roll: bool = False  # True: a receipt (is_till_roll)
+    # Where the image read lies on the page image: its top-left corner there (a receipt's
+    # column cut out of a sheet, receipt_column.py); its words are in its own pixels.
+    origin: Origin = (0, 0)
 
 
 def read_image(api: Any, path: str) -> Reading:
@@ -115,16 +119,23 @@ def best_reading(
     api_for: ApiFor, languages: str, first: Reading, width: int, height: int
 ) -> Reading:
     """The page's best reading from its first one (first_segmentation): upright or turned
-    over; a receipt scanned on a sheet also as one block, the better kept."""
+    over; a receipt scanned on a sheet is cut out (receipt_column.py) and also read there as
+    one block, the better kept."""
     psm = first_segmentation(width, height)
     reading = _right_way_up(api_for, languages, first, psm)
     if psm == PSM_SINGLE_BLOCK:
         return reading._replace(till_roll=True)
     if not is_till_roll(reading.words, width, height):
         return reading
-    block = read_image(api_for(languages, PSM_SINGLE_BLOCK), reading.path)
-    best = block if weight(block.words) > weight(reading.words) else reading
-    return best._replace(turned=reading.turned, reread=True, till_roll=True)
+    path, box = cut_column(reading.path, reading.words)
+    if reading.turned:  # a file made by _right_way_up: the column is all that is read now
+        Path(reading.path).unlink(missing_ok=True)
+    column = reading._replace(path=path, words=in_column(reading.words, box))
+    block = read_image(api_for(languages, PSM_SINGLE_BLOCK), path)
+    best = block if weight(block.words) > weight(column.words) else column
+    return best._replace(
+        turned=reading.turned, reread=True, till_roll=True, origin=(box[0], box[1])
+    )
 
 
 def is_till_roll(words: list[ReadWord], width: int, height: int) -> bool:

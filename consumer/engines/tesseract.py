@@ -35,15 +35,25 @@ from ocrq.consumer.engines.edge_marks import without_edge_marks
 from ocrq.consumer.engines.line_reader import LineReader
 from ocrq.consumer.engines.line_rereads import reread_weak_lines
 from ocrq.consumer.engines.missed_lines import DOUBTFUL_PAGE, read_missed_lines
+from ocrq.consumer.engines.read_scale import (
+    enlarged_blocks,
+    enlarged_words,
+    print_too_small,
+    reduced_copy,
+    reduced_size,
+    reduction,
+)
 from ocrq.consumer.engines.readings import (
     PSM_AUTO,
     PSM_SINGLE_LINE,
+    Reading,
     best_reading,
     first_segmentation,
     known_word_share,
     paragraph_blocks,
     read_image,
 )
+from ocrq.consumer.engines.receipt_column import on_page
 from ocrq.consumer.engines.straighten import (
     MIN_DEGREES,
     measure_skew,
@@ -54,7 +64,7 @@ from ocrq.consumer.engines.straighten import (
 from ocrq.consumer.layout.scanned import structured_blocks
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.lifeline import die_with_parent
-from ocrq.shared.schemas import Page
+from ocrq.shared.schemas import Block, Page
 from ocrq.shared.settings import Settings
 
 NAME = "tesseract"
@@ -161,14 +171,14 @@ def read_page(
         raise RuntimeError("OCR worker not initialised")
     made: list[str] = []  # images made here, removed at the end
     try:
-        source, skew = _straightened(path, made)
         psm = first_segmentation(width, height)
-        first = read_image(_api_for(languages, psm), source)
+        first, scale, skew = _first_reading(path, languages, psm, width * height, made)
         script = _script(path, languages, first.confidence, _api_for(languages, psm))
         model = SCRIPT_LANGUAGES.get(script or "", languages)
         if model != languages:
-            first = read_image(_api_for(model, psm), source)
-        reading = best_reading(_api_for, model, first, width, height)
+            first = read_image(_api_for(model, psm), first.path)
+        size = reduced_size(width, height, scale)  # of the image read
+        reading = best_reading(_api_for, model, first, *size)
         made.append(reading.path)
         if reading.turned:  # the file the rest of the pipeline crops must match the boxes
             _turn_page_file(path)
@@ -177,18 +187,16 @@ def read_page(
             line_api = _api_for(model, PSM_SINGLE_LINE)
             words = read_missed_lines(line_api, reading.path, words, reading.till_roll)
         words, lines_reread = _reread(reading.path, words, model)
-        words = without_edge_marks(words)
+        words = on_page(without_edge_marks(words), reading.origin)
         # A till roll is lines of text, rules and stamps: the layout model, made for pages,
         # turned its rows into broken tables and its totals into figures (on 30 receipts,
         # CER 19.3 % against 17.0 % with Tesseract's own paragraphs).
         layout = layout and not reading.till_roll
-        blocks = structured_blocks(reading.path, width, height, words) if layout else None
+        blocks = structured_blocks(reading.path, *size, words) if layout else None
         if blocks is None:  # not asked for, or the layout model failed: the paragraphs
-            blocks = paragraph_blocks(words, width, height)
+            blocks = paragraph_blocks(words, *size)
         blocks = [unspaced_block(block) for block in blocks]
-        if skew:
-            blocks = unturn_blocks(blocks, skew, width, height)
-            words = [w._replace(box=unturn_box(w.box, skew, width, height)) for w in words]
+        blocks, words = _on_page_as_rendered(blocks, words, skew, size, width, height)
     except Exception as e:
         # Plain RuntimeError: the library's own exceptions need not pickle back to the parent.
         raise RuntimeError(f"page {number}: {type(e).__name__}: {e}") from e
@@ -222,6 +230,23 @@ def _reread(path: str, words: list[ReadWord], model: str) -> tuple[list[ReadWord
     return reread.words, reread.lines_kept
 
 
+def _first_reading(
+    path: str, languages: str, psm: int, pixels: int, made: list[str]
+) -> tuple[Reading, float, float]:
+    """The page's first reading, the scale it was read at and the degrees it was
+    straightened by: reduced when it is large (read_scale.py) unless its print then comes
+    out too small, straightened when it was scanned askew."""
+    scale = reduction(pixels)
+    source = reduced_copy(path, scale) if scale < 1 else path
+    made.append(source)
+    source, skew = _straightened(source, made)
+    first = read_image(_api_for(languages, psm), source)
+    if scale < 1 and print_too_small(first.words):
+        source, skew = _straightened(path, made)
+        return read_image(_api_for(languages, psm), source), 1.0, skew
+    return first, scale, skew
+
+
 def _straightened(path: str, made: list[str]) -> tuple[str, float]:
     """The page image to read and the degrees it was straightened by (0: the page itself)."""
     with Image.open(path) as image:
@@ -230,6 +255,25 @@ def _straightened(path: str, made: list[str]) -> tuple[str, float]:
         return path, 0.0
     made.append(straightened(path, skew))
     return made[-1], skew
+
+
+def _on_page_as_rendered(
+    blocks: list[Block],
+    words: list[ReadWord],
+    skew: float,
+    size: tuple[int, int],
+    width: int,
+    height: int,
+) -> tuple[list[Block], list[ReadWord]]:
+    """Blocks and words read on the straightened (and reduced) image, placed on the page
+    image as rendered (``width`` by ``height``)."""
+    if skew:
+        blocks = unturn_blocks(blocks, skew, *size)
+        words = [w._replace(box=unturn_box(w.box, skew, *size)) for w in words]
+    if size != (width, height):
+        blocks = enlarged_blocks(blocks, size, width, height)
+        words = enlarged_words(words, size[0] / width)
+    return blocks, words
 
 
 def _turn_page_file(path: str) -> None:
