@@ -20,6 +20,10 @@ from ocrq.consumer.engines.base import PageImage
 
 ROTATIONS = (0, 90, 180, 270)
 MIN_SCORE = 0.6  # the classifier's softmax score below which a page is left as it is
+# The classifier looks at the page with its short side scaled to 256 pixels; a page whose
+# short side is at least twice this is reduced first (by a whole factor), which keeps what
+# it sees and spares converting every pixel of a 600 DPI scan (1.06 s a page, 35 MP).
+CLASSIFIER_SIDE = 1024
 
 # Per-process classifier, loaded on the first page a rasteriser process turns.
 _classifier: Any = None
@@ -45,7 +49,10 @@ def classify_rotation(image: Image.Image) -> int:
     import numpy
 
     classifier = _load_classifier()
-    bgr = numpy.ascontiguousarray(numpy.asarray(image.convert("RGB"))[:, :, ::-1])  # BGR-trained
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    if (factor := min(rgb.size) // CLASSIFIER_SIDE) >= 2:
+        rgb = rgb.reduce(factor)
+    bgr = numpy.ascontiguousarray(numpy.asarray(rgb)[:, :, ::-1])  # BGR-trained
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the library warns about its own defaults
         scores = classifier.session(classifier.preprocess(bgr))[0].mean(axis=0)

@@ -20,12 +20,12 @@ PROSE = (
 ) * 6
 
 
-def upright_page(path: Path) -> Image.Image:
-    """A 150 DPI page of prose, upright."""
+def upright_page(path: Path, dpi: int = 150) -> Image.Image:
+    """A page of prose, upright, rendered at ``dpi``."""
     with pymupdf.open() as doc:
         page = doc.new_page(width=595, height=842)
         page.insert_textbox(pymupdf.Rect(60, 60, 540, 780), PROSE, fontsize=13)
-        page.get_pixmap(dpi=150).save(str(path))
+        page.get_pixmap(dpi=dpi).save(str(path))
     return Image.open(path).convert("RGB")
 
 
@@ -49,6 +49,19 @@ def test_a_turned_page_is_turned_back_and_says_so(tmp_path: Path, turned: int) -
         assert result.size == upright.size
         # The same pixels as the upright render: turned back exactly, not mirrored.
         assert result.convert("L").tobytes() == upright.convert("L").tobytes()
+
+
+@pytest.mark.parametrize("turned", [0, 90, 180])
+def test_a_600_dpi_page_is_judged_from_a_reduced_copy_and_turned_whole(
+    tmp_path: Path, turned: int
+) -> None:
+    upright = upright_page(tmp_path / "upright.png", dpi=600)  # 4961 by 7016: reduced by 4
+    page = page_image(tmp_path / "page-0003.png", upright.rotate(-turned, expand=True))
+
+    fixed = turn_upright(page)
+
+    assert fixed.rotation == turned
+    assert (fixed.width, fixed.height) == upright.size
 
 
 def test_an_upright_page_is_left_alone(tmp_path: Path) -> None:
