@@ -133,9 +133,8 @@ def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: i
         # The PNG says its true resolution: Tesseract sizes its layout analysis by it, and
         # read a 150 DPI page labelled 96 DPI measurably worse (BENCHMARKS.md).
         resolution = max(1, round(72 * zoom))
-        pixmap.set_dpi(resolution, resolution)
         target = page_file(out_dir, index + 1)
-        pixmap.save(target, output="png")
+        _save_png(pixmap, target, resolution)
         return PageImage(
             number=index + 1,
             path=target,
@@ -154,6 +153,20 @@ def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: i
         # document; the next page reopens it, so the cache is dead weight: a 300-page scan
         # would otherwise grow the process by the whole store (BENCHMARKS.md, rasterising).
         pymupdf.TOOLS.store_shrink(100)
+
+
+def _save_png(pixmap: pymupdf.Pixmap, target: str, resolution: int) -> None:
+    """The rendered page as a PNG at the least compression: MuPDF's own writer compresses
+    harder, 0.17 s a scanned receipt against PIL's 0.07 (the same on born-digital pages,
+    0.04 s), for a file only 10 % smaller on tmpfs (BENCHMARKS.md, "Reading quality, eighth
+    pass")."""
+    if pixmap.n != 3:  # not plain RGB: MuPDF writes what it has
+        pixmap.set_dpi(resolution, resolution)
+        pixmap.save(target, output="png")
+        return
+    size = (pixmap.width, pixmap.height)
+    image = Image.frombuffer("RGB", size, pixmap.samples_mv, "raw", "RGB", pixmap.stride, 1)
+    image.save(target, format="PNG", compress_level=1, dpi=(resolution, resolution))
 
 
 # --- images ------------------------------------------------------------------------------
