@@ -12,7 +12,7 @@ import pymupdf
 import pytest
 from PIL import Image
 from support.page_blocks import assert_blocks_fit_the_page
-from support.tesseract_scans import running_tesseract
+from support.tesseract_scans import png_page, running_tesseract
 
 from ocrq.consumer.engines.base import PageImage
 from ocrq.consumer.engines.read_scale import (
@@ -35,11 +35,8 @@ def a4_at(path: Path, dpi: int, points: float) -> PageImage:
     with pymupdf.open() as doc:
         page = doc.new_page(width=595, height=842)
         assert page.insert_textbox(pymupdf.Rect(*TEXT_RECT), SENTENCE, fontsize=points) >= 0
-        pixmap = page.get_pixmap(dpi=dpi)
-        pixmap.save(str(path))
-    return PageImage(
-        number=1, path=str(path), media_type="image/png", width=pixmap.width, height=pixmap.height
-    )
+        page.get_pixmap(dpi=dpi).save(str(path))
+    return png_page(path)
 
 
 @pytest.fixture(scope="module")
