@@ -19,9 +19,11 @@ from PIL import Image
 from ocrq.consumer.layout.words import ReadWord
 
 SURE = 0.5  # words read at least this confidently mark the column (as is_till_roll does)
-# The margin kept round the sure words' extent, in their median heights: a shop's name
-# printed large or faint above them, a total or a footer below. Measured on SROIE receipts
-# on sheets: ... (BENCHMARKS.md, "Reading quality, eighth pass").
+# The margin kept either side of the sure words, in their median heights: a line printed
+# wider or fainter than the rest is still on the column. The column takes the sheet's whole
+# height: cut to the sure words' height too, it lost faint footers ("Thank you / Please
+# come again") that the first reading had not read (BENCHMARKS.md, "Reading quality,
+# eighth pass").
 MARGIN_LINES = 4.0
 
 Origin = tuple[int, int]

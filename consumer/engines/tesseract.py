@@ -9,11 +9,13 @@ script model) plus French and Russian, shipped in this package (``tessdata/READM
 Each page is read with the job's languages and automatic page segmentation (Tesseract keeps
 columns apart). Unless that reading is confident or made of known words, the page's script
 is detected (Tesseract's OSD model) and chooses the model: Cyrillic pages are read as
-Russian, Japanese ones as Japanese. A page scanned askew is straightened first
-(straighten.py); a weak reading gets a second opinion, turned over or, on a receipt, as one
-block (readings.py); lines a doubtful reading missed are read alone (missed_lines.py), rules
-and edges read as "|" at a line's ends are dropped (edge_marks.py), and weak lines are read
-again by PP-OCRv6, the surer reading kept (line_rereads.py). A page in a script no shipped
+Russian, Japanese ones as Japanese. A page far larger than Tesseract needs is read reduced
+(read_scale.py), a page scanned askew straightened first (straighten.py); a weak reading
+gets a second opinion, turned over or, on a receipt, as one block, a receipt on a sheet
+on its own column (readings.py, receipt_column.py); lines a doubtful reading missed are
+read alone (missed_lines.py), rules and edges read as "|" at a line's ends are dropped
+(edge_marks.py), and weak lines are read again by PP-OCRv6, the surer reading kept
+(line_rereads.py). A page in a script no shipped
 model reads, or read with low confidence, carries a warning in its result and a visible note
 at the top of its Markdown (consumer/doubts.py) instead of passing as clean.
 """
