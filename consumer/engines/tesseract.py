@@ -9,15 +9,14 @@ script model) plus French and Russian, shipped in this package (``tessdata/READM
 Each page is read with the job's languages and automatic page segmentation (Tesseract keeps
 columns apart). Unless that reading is confident or made of known words, the page's script
 is detected (Tesseract's OSD model) and chooses the model: Cyrillic pages are read as
-Russian, Japanese ones as Japanese. A page far larger than Tesseract needs is read reduced
-(read_scale.py), a page scanned askew straightened first (straighten.py); a weak reading
-gets a second opinion, turned over or, on a receipt, as one block, a receipt on a sheet
-on its own column (readings.py, receipt_column.py); lines a doubtful reading missed are
-read alone (missed_lines.py), rules and edges read as "|" at a line's ends are dropped
-(edge_marks.py), and weak lines are read again by PP-OCRv6, the surer reading kept
-(line_rereads.py). A page in a script no shipped
-model reads, or read with low confidence, carries a warning in its result and a visible note
-at the top of its Markdown (consumer/doubts.py) instead of passing as clean.
+Russian, Japanese ones as Japanese. A page scanned askew is straightened first
+(straighten.py); a weak reading gets a second opinion, turned over or, on a receipt, as one
+block, a receipt on a sheet on its own column (readings.py, receipt_column.py); lines a
+doubtful reading missed are read alone (missed_lines.py), rules and edges read as "|" at a
+line's ends are dropped (edge_marks.py), and weak lines are read again by PP-OCRv6, the
+surer reading kept (line_rereads.py). A page in a script no shipped model reads, or read
+with low confidence, carries a warning in its result and a visible note at the top of its
+Markdown (consumer/doubts.py) instead of passing as clean.
 """
 
 from __future__ import annotations
@@ -37,18 +36,9 @@ from ocrq.consumer.engines.edge_marks import without_edge_marks
 from ocrq.consumer.engines.line_reader import LineReader
 from ocrq.consumer.engines.line_rereads import reread_weak_lines
 from ocrq.consumer.engines.missed_lines import DOUBTFUL_PAGE, read_missed_lines
-from ocrq.consumer.engines.read_scale import (
-    enlarged_blocks,
-    enlarged_words,
-    print_too_small,
-    reduced_copy,
-    reduced_size,
-    reduction,
-)
 from ocrq.consumer.engines.readings import (
     PSM_AUTO,
     PSM_SINGLE_LINE,
-    Reading,
     best_reading,
     first_segmentation,
     known_word_share,
@@ -66,7 +56,7 @@ from ocrq.consumer.engines.straighten import (
 from ocrq.consumer.layout.scanned import structured_blocks
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.lifeline import die_with_parent
-from ocrq.shared.schemas import Block, Page
+from ocrq.shared.schemas import Page
 from ocrq.shared.settings import Settings
 
 NAME = "tesseract"
@@ -173,14 +163,14 @@ def read_page(
         raise RuntimeError("OCR worker not initialised")
     made: list[str] = []  # images made here, removed at the end
     try:
+        source, skew = _straightened(path, made)
         psm = first_segmentation(width, height)
-        first, scale, skew = _first_reading(path, languages, psm, width * height, made)
+        first = read_image(_api_for(languages, psm), source)
         script = _script(path, languages, first.confidence, _api_for(languages, psm))
         model = SCRIPT_LANGUAGES.get(script or "", languages)
         if model != languages:
-            first = read_image(_api_for(model, psm), first.path)
-        size = reduced_size(width, height, scale)  # of the image read
-        reading = best_reading(_api_for, model, first, *size)
+            first = read_image(_api_for(model, psm), source)
+        reading = best_reading(_api_for, model, first, width, height)
         made.append(reading.path)
         if reading.turned:  # the file the rest of the pipeline crops must match the boxes
             _turn_page_file(path)
@@ -194,11 +184,13 @@ def read_page(
         # turned its rows into broken tables and its totals into figures (on 30 receipts,
         # CER 19.3 % against 17.0 % with Tesseract's own paragraphs).
         layout = layout and not reading.till_roll
-        blocks = structured_blocks(reading.path, *size, words) if layout else None
+        blocks = structured_blocks(reading.path, width, height, words) if layout else None
         if blocks is None:  # not asked for, or the layout model failed: the paragraphs
-            blocks = paragraph_blocks(words, *size)
+            blocks = paragraph_blocks(words, width, height)
         blocks = [unspaced_block(block) for block in blocks]
-        blocks, words = _on_page_as_rendered(blocks, words, skew, size, width, height)
+        if skew:
+            blocks = unturn_blocks(blocks, skew, width, height)
+            words = [w._replace(box=unturn_box(w.box, skew, width, height)) for w in words]
     except Exception as e:
         # Plain RuntimeError: the library's own exceptions need not pickle back to the parent.
         raise RuntimeError(f"page {number}: {type(e).__name__}: {e}") from e
@@ -232,23 +224,6 @@ def _reread(path: str, words: list[ReadWord], model: str) -> tuple[list[ReadWord
     return reread.words, reread.lines_kept
 
 
-def _first_reading(
-    path: str, languages: str, psm: int, pixels: int, made: list[str]
-) -> tuple[Reading, float, float]:
-    """The page's first reading, the scale it was read at and the degrees it was
-    straightened by: reduced when it is large (read_scale.py) unless its print then comes
-    out too small, straightened when it was scanned askew."""
-    scale = reduction(pixels)
-    source = reduced_copy(path, scale) if scale < 1 else path
-    made.append(source)
-    source, skew = _straightened(source, made)
-    first = read_image(_api_for(languages, psm), source)
-    if scale < 1 and print_too_small(first.words):
-        source, skew = _straightened(path, made)
-        return read_image(_api_for(languages, psm), source), 1.0, skew
-    return first, scale, skew
-
-
 def _straightened(path: str, made: list[str]) -> tuple[str, float]:
     """The page image to read and the degrees it was straightened by (0: the page itself)."""
     with Image.open(path) as image:
@@ -257,25 +232,6 @@ def _straightened(path: str, made: list[str]) -> tuple[str, float]:
         return path, 0.0
     made.append(straightened(path, skew))
     return made[-1], skew
-
-
-def _on_page_as_rendered(
-    blocks: list[Block],
-    words: list[ReadWord],
-    skew: float,
-    size: tuple[int, int],
-    width: int,
-    height: int,
-) -> tuple[list[Block], list[ReadWord]]:
-    """Blocks and words read on the straightened (and reduced) image, placed on the page
-    image as rendered (``width`` by ``height``)."""
-    if skew:
-        blocks = unturn_blocks(blocks, skew, *size)
-        words = [w._replace(box=unturn_box(w.box, skew, *size)) for w in words]
-    if size != (width, height):
-        blocks = enlarged_blocks(blocks, size, width, height)
-        words = enlarged_words(words, size[0] / width)
-    return blocks, words
 
 
 def _turn_page_file(path: str) -> None:
