@@ -156,10 +156,10 @@ def render_pdf_page(path: str, index: int, dpi: int, out_dir: str, max_pixels: i
 
 
 def _save_png(pixmap: pymupdf.Pixmap, target: str, resolution: int) -> None:
-    """The rendered page as a PNG at the least compression: MuPDF's own writer compresses
-    harder, 0.17 s a scanned receipt against PIL's 0.07 (the same on born-digital pages,
-    0.04 s), for a file only 10 % smaller on tmpfs (BENCHMARKS.md, "Reading quality, eighth
-    pass")."""
+    """The rendered page as a PNG at the least compression: MuPDF's own writer took 0.17 s
+    for a scanned receipt against PIL's 0.07 (the same on born-digital pages, 0.04 s), and
+    its files are within 15 % of these in size, either way (BENCHMARKS.md, "Reading
+    quality, eighth pass")."""
     if pixmap.n != 3:  # not plain RGB: MuPDF writes what it has
         pixmap.set_dpi(resolution, resolution)
         pixmap.save(target, output="png")
