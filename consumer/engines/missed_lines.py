@@ -27,7 +27,7 @@ from PIL import Image
 from ocrq.consumer.engines.readings import read_words
 from ocrq.consumer.layout.rects import area, clip, union
 from ocrq.consumer.layout.structure import Rect
-from ocrq.consumer.layout.words import ReadWord
+from ocrq.consumer.layout.words import ReadWord, moved
 
 # Grey levels a pixel must differ from the paper by to be print: above a photo's shading
 # and a scan's noise, below faint thermal print (measured on SROIE receipts).
@@ -111,13 +111,7 @@ def _read_band(api: Any, grey: Image.Image, band: Rect) -> list[ReadWord]:
     x1, y1 = min(grey.width, round(band[2] + pad)), min(grey.height, round(band[3] + pad))
     api.SetImage(grey.crop((x0, y0, x1, y1)))
     api.Recognize()
-    return [
-        w._replace(
-            box=(w.box[0] + x0, w.box[1] + y0, w.box[2] + x0, w.box[3] + y0),
-            baseline=w.baseline + y0 if w.baseline else 0.0,
-        )
-        for w in read_words(api)
-    ]
+    return [moved(w, x0, y0) for w in read_words(api)]
 
 
 def _covers_read_word(box: Rect, words: Sequence[ReadWord]) -> bool:

@@ -16,7 +16,7 @@ from statistics import median
 
 from PIL import Image
 
-from ocrq.consumer.layout.words import ReadWord
+from ocrq.consumer.layout.words import ReadWord, moved
 
 SURE = 0.5  # words read at least this confidently mark the column (as is_till_roll does)
 # The margin kept either side of the sure words, in their median heights: a line printed
@@ -57,17 +57,11 @@ def in_column(words: list[ReadWord], box: Box) -> list[ReadWord]:
     """The words that lie on the column, in its pixels (the others are left out)."""
     x0, y0, x1, y1 = box
     inside = [w for w in words if w.box[0] >= x0 and w.box[1] >= y0 and w.box[2] <= x1]
-    return [_moved(w, -x0, -y0) for w in inside if w.box[3] <= y1]
+    return [moved(w, -x0, -y0) for w in inside if w.box[3] <= y1]
 
 
 def on_page(words: list[ReadWord], origin: Origin) -> list[ReadWord]:
     """Words read on a column, in the pixels of the image it was cut from."""
     if origin == (0, 0):
         return words
-    return [_moved(w, origin[0], origin[1]) for w in words]
-
-
-def _moved(word: ReadWord, dx: float, dy: float) -> ReadWord:
-    x0, y0, x1, y1 = word.box
-    baseline = word.baseline + dy if word.baseline else 0.0
-    return word._replace(box=(x0 + dx, y0 + dy, x1 + dx, y1 + dy), baseline=baseline)
+    return [moved(w, origin[0], origin[1]) for w in words]

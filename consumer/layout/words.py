@@ -26,6 +26,14 @@ class ReadWord(NamedTuple):
     second_confidence: float = 0.0
 
 
+def moved(word: ReadWord, dx: float, dy: float) -> ReadWord:
+    """The word read on a crop, in the pixels of the image it was cut from (its box and
+    baseline shifted by the crop's corner)."""
+    x0, y0, x1, y1 = word.box
+    baseline = word.baseline + dy if word.baseline else 0.0
+    return word._replace(box=(x0 + dx, y0 + dy, x1 + dx, y1 + dy), baseline=baseline)
+
+
 def engine_lines(words: Iterable[ReadWord]) -> list[list[ReadWord]]:
     """The words in runs of one engine line each, in reading order."""
     return [list(group) for _, group in groupby(words, key=lambda word: word.line)]
