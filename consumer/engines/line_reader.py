@@ -2,8 +2,10 @@
 
 The model (PP-OCRv6 small, Apache-2.0, Baidu's PaddleOCR) is the file the ``rapidocr`` wheel
 ships; only the file is used, so nothing of that package is imported and nothing is
-downloaded. It reads a line image as characters with a probability each (a CTC model), and
-where each character stands along the line, which gives the words their boxes.
+downloaded. It runs quantised to 8-bit integers, made from that file on first use
+(consumer/engines/line_model.py). It reads a line image as characters with a probability
+each (a CTC model), and where each character stands along the line, which gives the words
+their boxes.
 
 Measured on real receipts and pages (BENCHMARKS.md, "Reading quality"): it misreads far
 fewer characters than Tesseract's fast models on weak lines (dot-matrix and thermal print,
@@ -21,6 +23,8 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+
+from ocrq.consumer.engines.line_model import line_model
 
 MODEL_FILE = "PP-OCRv6_rec_small.onnx"
 LINE_HEIGHT = 48  # the model's input height in pixels
@@ -58,7 +62,8 @@ class LineText:
 
 
 class LineReader:
-    """One onnxruntime session on one thread (the pool's processes are the parallelism)."""
+    """One onnxruntime session on one thread (the pool's processes are the parallelism), on
+    the integer model (consumer/engines/line_model.py) unless given another."""
 
     def __init__(self, path: Path | None = None) -> None:
         import onnxruntime
@@ -66,8 +71,9 @@ class LineReader:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        self.path = path or line_model(model_path())
         self._session = onnxruntime.InferenceSession(
-            str(path or model_path()), options, providers=["CPUExecutionProvider"]
+            str(self.path), options, providers=["CPUExecutionProvider"]
         )
         meta = self._session.get_modelmeta().custom_metadata_map
         # CTC: class 0 is the blank; the model's characters, then the space.
