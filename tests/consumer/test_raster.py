@@ -363,3 +363,22 @@ async def test_a_document_that_kills_the_renderer_fails_as_corrupt(
     assert caught.value.code is ErrorCode.CORRUPT_DOCUMENT
     path = _write(tmp_path, sized_pdf(SIZES), "sized.pdf")
     assert await rasteriser.inspect(path, PDF, 10) == 3  # the pool healed
+
+
+def test_a_photo_turned_by_its_exif_orientation_is_read_upright(tmp_path: Path) -> None:
+    # Phones store the sensor's pixels and say in EXIF how to turn them: 6 is a quarter turn
+    # clockwise, so the red band at the stored image's left is the upright page's top.
+    stored = Image.new("RGB", (200, 100), "white")
+    stored.paste((255, 0, 0), (0, 0, 20, 100))
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    source = tmp_path / "photo.jpg"
+    stored.save(source, format="JPEG", exif=exif, quality=95)
+
+    page = normalise_image(str(source), str(tmp_path), 10_000_000, 4096)
+
+    with Image.open(page.path) as upright:
+        top, bottom = upright.getpixel((50, 5)), upright.getpixel((50, 195))
+    assert (page.width, page.height) == (100, 200) and page.media_type == "image/png"
+    assert top[0] > 200 and top[1] < 60  # type: ignore[index]
+    assert bottom == (255, 255, 255) or min(bottom) > 240  # type: ignore[arg-type]
