@@ -40,6 +40,10 @@ BUDGET_COLUMNS = 16_000
 # and PP-OCRv6 "十-一------一-", or specks read ". =".
 # Such lines are dropped (BENCHMARKS.md, "Reading quality, third pass").
 NOT_TEXT = 0.5
+# ... and so are those in which it reads few of the letters and digits the first reading
+# found: a dashed rule that Tesseract read "de AA à a de Aa EE AR AR ah A 296 La RE" (45
+# letters) PP-OCRv6 read "2" (SROIE 307).
+SCANT = 0.25
 # A second reading this much shorter or longer than the first (characters, spaces aside) is
 # of something else (two lines in one box, a rule, a picture): the first is kept.
 LENGTH_RATIO = 2.0
@@ -123,9 +127,11 @@ def line_confidence(line: Sequence[ReadWord]) -> float:
 
 def not_text(line: list[ReadWord], second: LineText) -> bool:
     """True for a weak line in which the second recogniser reads no letter or digit (Han
-    aside: on these Latin pages a dashed rule reads as 一 and 十)."""
-    letters = [c for c in second.text if c.isalnum() and not has_cjk(c)]
-    return line_confidence(line) < NOT_TEXT and not letters
+    aside: on these Latin pages a dashed rule reads as 一 and 十), or fewer than a
+    SCANT share of those the first read."""
+    letters = sum(c.isalnum() and not has_cjk(c) for c in second.text)
+    first = sum(c.isalnum() for word in line for c in word.text)
+    return line_confidence(line) < NOT_TEXT and (not letters or letters < SCANT * first)
 
 
 def better_line(line: list[ReadWord], second: LineText, left: float) -> list[ReadWord] | None:

@@ -16,7 +16,12 @@ from support.tesseract_scans import markdown_cer, png_page, read_scan, running_t
 from bench.edit_distance import levenshtein
 from ocrq.consumer.engines import line_rereads
 from ocrq.consumer.engines.line_reader import LineReader, LineText
-from ocrq.consumer.engines.line_rereads import better_line, reread_weak_lines, weakest_lines
+from ocrq.consumer.engines.line_rereads import (
+    better_line,
+    not_text,
+    reread_weak_lines,
+    weakest_lines,
+)
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.words import ReadWord
 from ocrq.shared.schemas import Page
@@ -124,6 +129,15 @@ def test_a_shorter_reading_is_not_kept_over_a_line_read_with_some_confidence() -
         )
         is None
     )
+
+
+def test_a_weak_line_the_second_reader_finds_next_to_nothing_in_is_not_text() -> None:
+    # A dashed rule read as 45 letters at 0.33; PP-OCRv6 reads "2" (SROIE 307).
+    rule = words(("de", 0.3), ("AA", 0.3), ("EE", 0.3), ("AR", 0.3), ("mn", 0.3), ("QU", 0.3))
+
+    assert not_text(rule, second("2", 0.34))
+    assert not not_text(rule, second("deAAEE", 0.34))  # half the letters: a faint text line
+    assert not not_text(words(("TOTAL", 0.6), ("RM", 0.6)), second("T", 0.9))  # not weak
 
 
 def test_a_rule_read_as_chinese_characters_is_dropped_on_a_latin_page() -> None:
@@ -324,6 +338,23 @@ async def test_a_dashed_rule_under_a_stamp_leaves_no_symbols_in_the_text(
     assert junk(after) == []
     assert "CHANGE RM 16.10" in after.markdown and "21:13" in after.markdown
     assert markdown_cer(after, truth) < markdown_cer(before, truth) - 0.03
+
+
+async def test_a_rule_read_as_words_leaves_the_receipt_when_the_second_reading_sees_none(
+    engines: tuple[TesseractEngine, TesseractEngine], tmp_path: Path
+) -> None:
+    # sroie-000: a dashed rule that Tesseract reads "LUE MARRON AA" at 0.19, and PP-OCRv6
+    # "10": a tenth of the letters. The receipt keeps every line of its print.
+    rereading, _ = engines
+    path = png_copy("sroie-000.jpg", tmp_path)
+    truth = (DATA / "sroie-000.txt").read_text()
+
+    page = await read_scan(rereading, path)
+
+    assert "MARRON" not in page.markdown
+    assert "EXCHANGEABLE" in page.markdown and "THANK YOU" in page.markdown
+    assert "KIDDY FISH" in page.markdown.upper()
+    assert markdown_cer(page, truth) < 0.10
 
 
 def overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
