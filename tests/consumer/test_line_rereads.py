@@ -303,6 +303,11 @@ def png_copy(name: str, tmp_path: Path) -> Path:
     return target
 
 
+def receipt_and_truth(name: str, tmp_path: Path) -> tuple[Path, str]:
+    """A receipt of tests/consumer/data as a PNG page, and its transcript."""
+    return png_copy(f"{name}.jpg", tmp_path), (DATA / f"{name}.txt").read_text()
+
+
 @pytest.mark.parametrize("receipt", ["sroie-001", "sroie-003"])
 async def test_a_receipts_weak_lines_read_again_read_closer_to_its_print(
     engines: tuple[TesseractEngine, TesseractEngine], tmp_path: Path, receipt: str
@@ -310,8 +315,7 @@ async def test_a_receipts_weak_lines_read_again_read_closer_to_its_print(
     # Thermal and dot-matrix print: Tesseract's fast models misread its letters and digits
     # (measured: sroie-001 24.4 % CER, sroie-003 9.8 %), PP-OCRv6 reads them again.
     rereading, plain = engines
-    path = png_copy(f"{receipt}.jpg", tmp_path)
-    truth = (DATA / f"{receipt}.txt").read_text()
+    path, truth = receipt_and_truth(receipt, tmp_path)
 
     before, after = await read_scan(plain, path), await read_scan(rereading, path)
 
@@ -326,8 +330,7 @@ async def test_a_dashed_rule_under_a_stamp_leaves_no_symbols_in_the_text(
     # sroie-002: "*-------*" crossed by a handwritten circle, which Tesseract reads as
     # "Fone nn 2 +--+ = eet - +--+ ==" and PP-OCRv6 as no text.
     rereading, plain = engines
-    path = png_copy("sroie-002.jpg", tmp_path)
-    truth = (DATA / "sroie-002.txt").read_text()
+    path, truth = receipt_and_truth("sroie-002", tmp_path)
 
     before, after = await read_scan(plain, path), await read_scan(rereading, path)
 
@@ -343,11 +346,10 @@ async def test_a_dashed_rule_under_a_stamp_leaves_no_symbols_in_the_text(
 async def test_a_rule_read_as_words_leaves_the_receipt_when_the_second_reading_sees_none(
     engines: tuple[TesseractEngine, TesseractEngine], tmp_path: Path
 ) -> None:
-    # sroie-000: a dashed rule that Tesseract reads "LUE MARRON AA" at 0.19, and PP-OCRv6
-    # "10": a tenth of the letters. The receipt keeps every line of its print.
+    # sroie-000: a dashed rule that Tesseract reads "LUE MARRON AA" at 0.19 and PP-OCRv6
+    # "10": 2 letters and digits for 11. The receipt keeps every line of its print.
     rereading, _ = engines
-    path = png_copy("sroie-000.jpg", tmp_path)
-    truth = (DATA / "sroie-000.txt").read_text()
+    path, truth = receipt_and_truth("sroie-000", tmp_path)
 
     page = await read_scan(rereading, path)
 
