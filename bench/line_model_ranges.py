@@ -30,7 +30,7 @@ from onnxruntime.quantization import (
 from PIL import Image
 
 from ocrq.consumer.engines import tesseract
-from ocrq.consumer.engines.line_model import RANGES, file_sha256
+from ocrq.consumer.engines.line_model import QUANTISED_OPS, RANGES, file_sha256
 from ocrq.consumer.engines.line_reader import LineReader, LineText, _prepared, model_path
 from ocrq.consumer.raster import normalise_image
 
@@ -87,7 +87,7 @@ def measure(inputs: list[Any], target: Path) -> None:
             f"{tmp}/model.onnx",
             Sample(sample),
             quant_format=QuantFormat.QOperator,
-            op_types_to_quantize=["Conv", "MatMul"],
+            op_types_to_quantize=QUANTISED_OPS,
             per_channel=True,
             calibrate_method=CalibrationMethod.MinMax,
             calibration_cache_path=f"{tmp}/ranges.json",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -32,18 +33,16 @@ import structlog
 
 RANGES = Path(__file__).with_name("line_model_ranges.json")
 RECIPE = "qoperator-u8s8-perchannel-1"  # changes the file name when the recipe changes
+QUANTISED_OPS = ["Conv", "MatMul"]  # the ranges are measured for these (bench/line_model_ranges.py)
 LOCK_WAIT_S = 60.0
 
 log = structlog.get_logger("ocrq.engine")
 
 
 def file_sha256(path: Path) -> str:
-    """The file's SHA-256, hex."""
-    digest = hashlib.sha256()
+    """The file's SHA-256, hex (as consumer/documents.py checks a stored document's)."""
     with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def line_model(source: Path, ranges: Path = RANGES, folder: Path | None = None) -> Path:
@@ -103,7 +102,7 @@ def _quantised(source: Path, ranges: Path, target: Path) -> None:
             calibration_data_reader=None,
             calibration_cache_path=str(ranges),
             quant_format=QuantFormat.QOperator,
-            op_types_to_quantize=["Conv", "MatMul"],
+            op_types_to_quantize=QUANTISED_OPS,
             nodes_to_quantize=quantised_nodes(source),
             per_channel=True,
             activation_type=QuantType.QUInt8,
@@ -120,7 +119,7 @@ def quantised_nodes(source: Path) -> list[str]:
     import onnx
 
     graph = onnx.load(str(source)).graph
-    weights = {tensor.name: _size(tensor.dims) for tensor in graph.initializer}
+    weights = {tensor.name: math.prod(tensor.dims) for tensor in graph.initializer}
     convs = [node for node in graph.node if node.op_type == "Conv"]
     full = [node.name for node in convs[1:] if _group(node) == 1]
     matmuls = [node for node in graph.node if node.op_type == "MatMul"]
@@ -130,10 +129,3 @@ def quantised_nodes(source: Path) -> list[str]:
 
 def _group(node: Any) -> int:
     return next((int(a.i) for a in node.attribute if a.name == "group"), 1)
-
-
-def _size(dims: Any) -> int:
-    size = 1
-    for dim in dims:
-        size *= int(dim)
-    return size
