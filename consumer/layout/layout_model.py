@@ -11,7 +11,8 @@ extra thread shared the process's own core the step took a fifth to a half longe
 (BENCHMARKS.md, "Reading quality, tenth pass"). PyMuPDF has no setting for the
 threads, and the sessions are made as soon as anything imports pymupdf; but each is made from a
 fresh ``onnxruntime.SessionOptions()``, so the model is made again (``activate``) while that
-name gives options set to one thread, and the first model is dropped.
+name gives options set to one thread, and the first model is dropped. Should that fail,
+the first model stays, and the process says so (``layout_model_default_threads``).
 """
 # PyMuPDF ships partial annotations: its constructors and methods are untyped.
 # mypy: disable-error-code="no-untyped-call"
@@ -21,6 +22,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import structlog
+
+log = structlog.get_logger("ocrq.engine")
 _lock = threading.Lock()
 _made: list[bool] = []  # this process's model was made again (at most once)
 
@@ -34,11 +38,14 @@ def load_layout_model() -> None:
         import pymupdf
         import pymupdf.layout
 
-        default = onnxruntime.SessionOptions
+        default, imported = onnxruntime.SessionOptions, pymupdf._get_layout
         onnxruntime.SessionOptions = _one_thread_options(default)
         try:
             pymupdf._get_layout = None  # activate() makes a model only where none is set
             pymupdf.layout.activate()
+        except Exception as e:  # the model import made still lays pages out, on its threads
+            pymupdf._get_layout = imported
+            log.warning("layout_model_default_threads", reason=f"{type(e).__name__}: {e}")
         finally:
             onnxruntime.SessionOptions = default
         _made.append(True)

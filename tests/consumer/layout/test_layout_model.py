@@ -80,3 +80,32 @@ def test_no_thread_runs_outside_the_process_cores(probe: dict[str, Any]) -> None
 def test_one_thread_model_finds_the_same_layout(probe: dict[str, Any]) -> None:
     assert probe["after"] == probe["before"]
     assert {"table", "picture"} <= {box[0] for box in probe["after"]}
+
+
+_FAILING_REMAKE = """
+import sys, pymupdf, pymupdf.layout, structlog
+from ocrq.consumer.layout.structure import parse_page
+
+def fail():
+    raise RuntimeError("no model today")
+
+pymupdf.layout.activate = fail
+with structlog.testing.capture_logs() as logs, pymupdf.open(sys.argv[1]) as doc:
+    boxes = parse_page(doc, 0).boxes
+print([entry["event"] for entry in logs], len(boxes))
+"""
+
+
+def test_a_model_that_cannot_be_made_again_leaves_the_first_one_laying_pages_out(
+    report: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILING_REMAKE, str(report)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    events, boxes = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert events == "['layout_model_default_threads']"
+    assert int(boxes) > 3
