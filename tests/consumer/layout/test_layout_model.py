@@ -47,17 +47,22 @@ print(json.dumps({"imported": imported, "loaded": sessions(), "cpu": str(cpus[0]
 """
 
 
-@pytest.fixture(scope="module")
-def probe(report: Path) -> dict[str, Any]:
-    """What a fresh process saw of the layout model's sessions, threads and boxes."""
+def last_line(script: str, report: Path) -> str:
+    """The last line a fresh Python process running ``script`` on the report page printed."""
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(report)],
+        [sys.executable, "-c", script, str(report)],
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def probe(report: Path) -> dict[str, Any]:
+    """What a fresh process saw of the layout model's sessions, threads and boxes."""
+    result: dict[str, Any] = json.loads(last_line(_PROBE, report))
     return result
 
 
@@ -99,13 +104,6 @@ print([entry["event"] for entry in logs], len(boxes))
 def test_a_model_that_cannot_be_made_again_leaves_the_first_one_laying_pages_out(
     report: Path,
 ) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _FAILING_REMAKE, str(report)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    events, boxes = done.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    events, boxes = last_line(_FAILING_REMAKE, report).rsplit(" ", 1)
     assert events == "['layout_model_default_threads']"
     assert int(boxes) > 3
