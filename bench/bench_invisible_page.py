@@ -12,11 +12,11 @@ Then, per page and alternately, it builds the invisible-text page that the layou
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
+
+from bench.scanned_inputs import add_page_arguments, read_pages
 
 
 def shape_page(image_path: str, width: int, height: int, words: Sequence[Any]) -> Any:
@@ -82,30 +82,17 @@ def best_times(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pdf", type=Path, required=True)
-    parser.add_argument("--pages", type=int, default=3)
-    parser.add_argument("--dpi", type=int, default=150)
-    parser.add_argument("--rounds", type=int, default=5)
+    add_page_arguments(parser, rounds=5)
     args = parser.parse_args()
-    import pymupdf
-
-    from ocrq.consumer.engines import tesseract
-    from ocrq.consumer.engines.readings import PSM_AUTO, read_image
     from ocrq.consumer.layout.scanned import invisible_text_page
 
-    tesseract.load_worker("eng+fra", reread=False)
-    api = tesseract._api_for("eng+fra", PSM_AUTO)
-    with tempfile.TemporaryDirectory(prefix="ocrq-bench-") as folder, pymupdf.open(args.pdf) as doc:
-        for index in range(min(args.pages, doc.page_count)):
-            path = f"{folder}/page-{index}.png"
-            pixmap = doc[index].get_pixmap(dpi=args.dpi)
-            pixmap.pil_save(path, dpi=(args.dpi, args.dpi))
-            page = (path, pixmap.width, pixmap.height, read_image(api, path).words)
+    with read_pages(args.pdf, args.pages, args.dpi) as pages:
+        for number, page in enumerate(pages, 1):
             with invisible_text_page(*page) as ours, shape_page(*page) as theirs:
                 same = characters(ours) == characters(theirs)
             writer, shape = best_times([invisible_text_page, shape_page], page, args.rounds)
             print(
-                f"page {index + 1}: {len(page[3])} words, ocrq's writer {writer:.3f} s, "
+                f"page {number}: {len(page[3])} words, ocrq's writer {writer:.3f} s, "
                 f"Shape.insert_text {shape:.3f} s (x{writer / shape:.2f}), "
                 f"same characters, sizes and boxes: {same}"
             )

@@ -17,18 +17,14 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from bench.scanned_inputs import add_page_arguments, read_pages
 
 
 def child(pdf: Path, pages: int, dpi: int, rounds: int, one_thread: bool) -> None:
     """In a fresh process: words read once, then the layout step timed; one line printed."""
-    import pymupdf
-    from PIL import Image
-
-    from ocrq.consumer.engines import tesseract
-    from ocrq.consumer.engines.readings import PSM_AUTO, read_image
     from ocrq.consumer.layout import layout_model
     from ocrq.consumer.layout.scanned import structured_blocks
 
@@ -36,15 +32,7 @@ def child(pdf: Path, pages: int, dpi: int, rounds: int, one_thread: bool) -> Non
         layout_model.load_layout_model()
     else:
         layout_model._made.append(True)  # keep the sessions import made: the default
-    tesseract.load_worker("eng+fra", reread=False)
-    api = tesseract._api_for("eng+fra", PSM_AUTO)
-    inputs = []
-    with tempfile.TemporaryDirectory(prefix="ocrq-bench-") as folder, pymupdf.open(pdf) as doc:
-        for index in range(min(pages, doc.page_count)):
-            path = f"{folder}/page-{index}.png"
-            doc[index].get_pixmap(dpi=dpi).pil_save(path, dpi=(dpi, dpi))
-            width, height = Image.open(path).size
-            inputs.append((path, width, height, read_image(api, path).words))
+    with read_pages(pdf, pages, dpi) as inputs:
         structured_blocks(*inputs[0])  # first call pays one-off costs: not timed
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(rounds):
@@ -58,10 +46,7 @@ def child(pdf: Path, pages: int, dpi: int, rounds: int, one_thread: bool) -> Non
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pdf", type=Path, required=True)
-    parser.add_argument("--pages", type=int, default=3)
-    parser.add_argument("--dpi", type=int, default=150)
-    parser.add_argument("--rounds", type=int, default=3)
+    add_page_arguments(parser, rounds=3)
     parser.add_argument("--child", choices=("default", "one"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
