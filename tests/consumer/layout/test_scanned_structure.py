@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 from support.tesseract_scans import png_page
 
+from bench.bench_invisible_page import characters, shape_page
 from ocrq.consumer.engines.tesseract import TesseractEngine
 from ocrq.consumer.layout.scanned import (
     ReadWord,
@@ -53,6 +54,19 @@ def test_words_round_trip_from_the_invisible_page_line_by_line(tmp_path: Path) -
     for got, word in zip(extracted, words, strict=True):
         x0, _, x1, _ = (v * scale for v in word.box)
         assert got[0] == pytest.approx(x0, abs=1) and got[2] == pytest.approx(x1, abs=2)
+
+
+def test_invisible_page_extracts_exactly_as_shape_insert_text_writes_it(tmp_path: Path) -> None:
+    # The layout model's boxes move when a size changes in its sixth digit: the operators
+    # written directly must give what PyMuPDF's own writer gives, to the last digit.
+    path, words = _words(tmp_path)
+    words.append(ReadWord("東京都", (100.0, 400.0, 220.0, 440.0), 0.9, len(LINES)))
+    with (
+        invisible_text_page(path, 1000, 1400, words) as ours,
+        shape_page(path, 1000, 1400, words) as pymupdfs,
+    ):
+        assert characters(ours) == characters(pymupdfs)
+        assert len(characters(ours)) == sum(len(word.text) for word in words) + 8  # spaces
 
 
 async def test_tesseract_finds_title_heading_list_and_table_on_a_scan(
