@@ -117,7 +117,7 @@ def _line_operators(
     font_size = f"/{name} {pymupdf.format_g(size)} Tf"
     out = []
     for word in line:
-        natural = sum(_advance(name, char) for char in word.text) * size  # font.text_length
+        natural = sum(_advance(font, char) for char in word.text) * size  # font.text_length
         stretch = (word.box[2] - word.box[0]) * scale / natural if natural > 0 else 1.0
         x, y = word.box[0] * scale, page_height - baseline
         at = pymupdf.Matrix(1, 0, 0, 1, x, y)
@@ -130,10 +130,10 @@ def _line_operators(
 
 
 @functools.cache
-def _advance(font_name: str, char: str) -> float:
+def _advance(font: pymupdf.Font, char: str) -> float:
     """A character's advance in the font at size 1 (what Font.text_length sums, at 20 µs a
-    call where this is a dictionary lookup)."""
-    return float((_LATIN if font_name == "helv" else _FALLBACK).glyph_advance(ord(char)))
+    call where this is a dictionary lookup; the two fonts live as long as the module)."""
+    return float(font.glyph_advance(ord(char)))
 
 
 def _numbers(values: Sequence[float], places: int | None = None) -> str:
