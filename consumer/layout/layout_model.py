@@ -13,12 +13,17 @@ threads, and the sessions are made as soon as anything imports pymupdf; but each
 fresh ``onnxruntime.SessionOptions()``, so the model is made again (``activate``) while that
 name gives options set to one thread, and the first model is dropped. Should that fail,
 the first model stays, and the process says so (``layout_model_default_threads``).
+
+A process that imported ``ocrq.consumer`` before PyMuPDF has no first model (the package
+defers it, consumer/__init__.py): here ``pymupdf.layout`` is imported for the first time,
+and its import makes the one model, with the one-thread options.
 """
 # PyMuPDF ships partial annotations: its constructors and methods are untyped.
 # mypy: disable-error-code="no-untyped-call"
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -36,14 +41,17 @@ def load_layout_model() -> None:
             return
         import onnxruntime
         import pymupdf
-        import pymupdf.layout
 
+        if "pymupdf.layout" in sys.modules and sys.modules["pymupdf.layout"] is None:
+            del sys.modules["pymupdf.layout"]  # deferred by consumer/__init__.py
         default, imported = onnxruntime.SessionOptions, pymupdf._get_layout
         onnxruntime.SessionOptions = _one_thread_options(default)
         try:
             pymupdf._get_layout = None  # activate() makes a model only where none is set
+            import pymupdf.layout  # a first import makes the model (activate) itself
+
             pymupdf.layout.activate()
-        except Exception as e:  # the model import made still lays pages out, on its threads
+        except Exception as e:  # the model import made (if any) still lays pages out
             pymupdf._get_layout = imported
             log.warning("layout_model_default_threads", reason=f"{type(e).__name__}: {e}")
         finally:

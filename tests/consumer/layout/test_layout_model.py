@@ -1,8 +1,9 @@
 """The layout model runs on one thread a session, on the process's own cores, unchanged.
 
-Each check runs in a fresh Python process, as a pool process starts: ``import pymupdf``
-first (which makes the model with onnxruntime's default threads), then the layout of the
-report page through ``parse_page``, as the engines call it.
+Each check runs in a fresh Python process. Where ``import pymupdf`` comes first, it makes
+the model with onnxruntime's default threads and ``parse_page`` makes it again; where the
+consumer is imported first, as in every worker process, the model waits for ``parse_page``
+and is made once.
 """
 
 from __future__ import annotations
@@ -107,3 +108,35 @@ def test_a_model_that_cannot_be_made_again_leaves_the_first_one_laying_pages_out
     events, boxes = last_line(_FAILING_REMAKE, report).rsplit(" ", 1)
     assert events == "['layout_model_default_threads']"
     assert int(boxes) > 3
+
+
+# A worker's process: the consumer imported first, then PyMuPDF (rendering needs no model);
+# the model's sessions counted before and after the first parse_page, as JSON.
+_DEFERRED = """
+import gc, json, sys
+import ocrq.consumer.raster
+import onnxruntime, pymupdf
+from ocrq.consumer.layout.structure import parse_page
+
+def sessions():
+    live = [o for o in gc.get_objects() if isinstance(o, onnxruntime.InferenceSession)]
+    return [[s.get_session_options().intra_op_num_threads,
+             s.get_session_options().inter_op_num_threads] for s in live]
+
+with pymupdf.open(sys.argv[1]) as doc:
+    doc[0].get_pixmap(dpi=72)
+    before = sessions()
+    boxes = [[b.boxclass, round(b.x0), round(b.y0), round(b.x1), round(b.y1)]
+             for b in parse_page(doc, 0).boxes]
+print(json.dumps({"before": before, "after": sessions(), "boxes": boxes}))
+"""
+
+
+def test_a_worker_process_makes_the_model_once_on_its_first_layout(
+    report: Path, probe: dict[str, Any]
+) -> None:
+    seen = json.loads(last_line(_DEFERRED, report))
+    assert seen["before"] == []  # rendering made no model
+    assert seen["after"] and all(threads == [1, 1] for threads in seen["after"])
+    assert len(seen["after"]) == len(probe["loaded"])
+    assert seen["boxes"] == probe["after"]
