@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
+import pytest
 import redis
 
 TOKEN_VARIABLE = "OCRQ_TEST_SESSION"
@@ -67,6 +68,9 @@ class SessionGuard:
         self.grace_s = grace_s
         os.environ[TOKEN_VARIABLE] = self.token  # every process started from now inherits it
 
+    # Last: under pytest-xdist the controller's workers carry its token, and xdist ends them
+    # in its own sessionfinish.
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: object, exitstatus: int) -> None:
         """After every fixture is torn down: stop our own helpers, then look for the rest."""
         stop_own_helpers()
