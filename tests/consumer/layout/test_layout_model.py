@@ -17,6 +17,19 @@ from typing import Any
 
 import pytest
 
+# Defined first in every child, importing nothing before the child's own first lines: what it
+# reports of the live layout sessions' threads and of a layout's boxes.
+_MEASURES = """
+def sessions():
+    import gc, onnxruntime
+    live = [o for o in gc.get_objects() if isinstance(o, onnxruntime.InferenceSession)]
+    return [[s.get_session_options().intra_op_num_threads,
+             s.get_session_options().inter_op_num_threads] for s in live]
+
+def boxes(layout):
+    return [[b.boxclass, round(b.x0), round(b.y0), round(b.x1), round(b.y1)] for b in layout.boxes]
+"""
+
 # Run in the child: its CPUs limited to one (where the machine has more), the report page's
 # layout read with the model as imported, then through parse_page; what it saw as JSON.
 _PROBE = """
@@ -25,14 +38,6 @@ cpus = sorted(os.sched_getaffinity(0))
 os.sched_setaffinity(0, {cpus[0]})
 import onnxruntime, pymupdf
 from ocrq.consumer.layout.structure import parse_page
-
-def sessions():
-    live = [o for o in gc.get_objects() if isinstance(o, onnxruntime.InferenceSession)]
-    return [[s.get_session_options().intra_op_num_threads,
-             s.get_session_options().inter_op_num_threads] for s in live]
-
-def boxes(layout):
-    return [[b.boxclass, round(b.x0), round(b.y0), round(b.x1), round(b.y1)] for b in layout.boxes]
 
 with pymupdf.open(sys.argv[1]) as doc:
     imported = sessions()
@@ -51,7 +56,7 @@ print(json.dumps({"imported": imported, "loaded": sessions(), "cpu": str(cpus[0]
 def last_line(script: str, report: Path) -> str:
     """The last line a fresh Python process running ``script`` on the report page printed."""
     done = subprocess.run(
-        [sys.executable, "-c", script, str(report)],
+        [sys.executable, "-c", _MEASURES + script, str(report)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -113,22 +118,16 @@ def test_a_model_that_cannot_be_made_again_leaves_the_first_one_laying_pages_out
 # A worker's process: the consumer imported first, then PyMuPDF (rendering needs no model);
 # the model's sessions counted before and after the first parse_page, as JSON.
 _DEFERRED = """
-import gc, json, sys
+import json, sys
 import ocrq.consumer.raster
-import onnxruntime, pymupdf
+import pymupdf
 from ocrq.consumer.layout.structure import parse_page
-
-def sessions():
-    live = [o for o in gc.get_objects() if isinstance(o, onnxruntime.InferenceSession)]
-    return [[s.get_session_options().intra_op_num_threads,
-             s.get_session_options().inter_op_num_threads] for s in live]
 
 with pymupdf.open(sys.argv[1]) as doc:
     doc[0].get_pixmap(dpi=72)
     before = sessions()
-    boxes = [[b.boxclass, round(b.x0), round(b.y0), round(b.x1), round(b.y1)]
-             for b in parse_page(doc, 0).boxes]
-print(json.dumps({"before": before, "after": sessions(), "boxes": boxes}))
+    found = boxes(parse_page(doc, 0))
+print(json.dumps({"before": before, "after": sessions(), "boxes": found}))
 """
 
 
