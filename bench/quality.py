@@ -235,10 +235,19 @@ def load_cases(args: argparse.Namespace, tmp: Path) -> list[Case]:
 # --- engines -----------------------------------------------------------------------------
 
 
-def ocrq_job(client: httpx.Client, case: Case, dpi: int) -> tuple[dict[str, Any], float]:
+def job_params(case: Case, args: argparse.Namespace) -> dict[str, str]:
+    """The job's options: its text layer ignored (the pages are read), at --dpi."""
+    params = {"text_layer": "off", "dpi": str(args.dpi), "filename": case.name}
+    if args.no_layout:
+        params["layout"] = "false"
+    return params
+
+
+def ocrq_job(
+    client: httpx.Client, case: Case, params: dict[str, str]
+) -> tuple[dict[str, Any], float]:
     """Submit one document, long-poll it to its end; its final view and the wall seconds."""
     started = time.perf_counter()
-    params = {"text_layer": "off", "dpi": str(dpi), "filename": case.name}
     r = client.post("/v1/jobs", content=case.document, params=params)
     if r.status_code not in (200, 202):
         raise RuntimeError(f"submit answered {r.status_code}: {r.text[:200]}")
@@ -249,9 +258,9 @@ def ocrq_job(client: httpx.Client, case: Case, dpi: int) -> tuple[dict[str, Any]
             return view, time.perf_counter() - started
 
 
-def run_ocrq(client: httpx.Client, case: Case, dpi: int) -> Score:
+def run_ocrq(client: httpx.Client, case: Case, params: dict[str, str]) -> Score:
     """ocrq's text of one case, scored; seconds from the job's own timestamps when it has them."""
-    view, wall_s = ocrq_job(client, case, dpi)
+    view, wall_s = ocrq_job(client, case, params)
     if view["status"] != "done":
         return Score(error=f"{view['status']}: {(view.get('error') or {}).get('code')}")
     result = client.get(f"/v1/jobs/{view['id']}/result").json()
@@ -409,14 +418,15 @@ def run_all(
     engine_info: dict[str, Any] = {}
     with ocrq_client(args) as client:
         warm = min(cases, key=lambda c: len(c.document))
-        view, _ = ocrq_job(client, warm, args.dpi)  # models loaded, pools started: not timed
+        # Models loaded, pools started: not timed.
+        view, _ = ocrq_job(client, warm, job_params(warm, args))
         if view["status"] == "done":
             engine_info = client.get(f"/v1/jobs/{view['id']}/result").json().get("engine") or {}
         for case in cases:
             ref = normalise(case.truth)
             row = Row(case.name, case.pages, len(ref), len(ref.split()), truth=ref)
             row.trusted = case.name.split("-rot")[0] not in args.untrusted_truth.split(",")
-            row.scores["ocrq"] = run_ocrq(client, case, args.dpi)
+            row.scores["ocrq"] = run_ocrq(client, case, job_params(case, args))
             if has_tesseract:
                 row.scores["tesseract"] = run_tesseract(case, args)
             errors = {e: s.error for e, s in row.scores.items() if s.error}
@@ -437,6 +447,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--pages", type=int, default=3, help="pages per PDF at most")
     parser.add_argument("--dpi", type=int, default=150, help="render DPI of PDF pages")
+    parser.add_argument(
+        "--no-layout",
+        action="store_true",
+        help="submit with layout=false: no layout model (text blocks only, no tables, figures)",
+    )
     parser.add_argument("--url", help="a running ocrq producer (default: start a private stack)")
     parser.add_argument("--api-key", default=os.environ.get("OCRQ_API_KEY"))
     parser.add_argument("--engine", default="local", help="the private stack's OCRQ_ENGINE")
@@ -464,6 +479,7 @@ def print_notes(rows: list[Row], args: argparse.Namespace, env: dict[str, Any]) 
         f"{' / '.join(ocrq_timing) or '-'} (job: started_at to finished_at);\ntesseract from "
         f"wall time per page, process start included ({args.tesseract_args}, "
         f"OMP_THREAD_LIMIT={args.tesseract_threads}). PDF pages rendered at {args.dpi} DPI."
+        + (" ocrq jobs with layout=false." if args.no_layout else "")
     )
     before, after, engine = env["start"], env["end"], env["ocrq_engine"]
     print(

@@ -3,7 +3,9 @@ ligatures and line-end hyphens alike on both sides."""
 
 from __future__ import annotations
 
-from bench.quality import score, strip_markdown
+import argparse
+
+from bench.quality import Case, job_params, score, strip_markdown
 from bench.quality_checks import kind_of
 from bench.sroie_truth import truth_text
 
@@ -63,3 +65,11 @@ def test_cases_are_grouped_by_kind_from_their_names() -> None:
         "phototest": "scan",
         "tracemonkey": "born-digital render",
     }
+
+
+def test_no_layout_submits_the_jobs_with_layout_false_and_the_default_without() -> None:
+    case = Case("page", b"%PDF", [], 1, "")
+    off = job_params(case, argparse.Namespace(dpi=150, no_layout=True))
+    default = job_params(case, argparse.Namespace(dpi=150, no_layout=False))
+    assert off == {**default, "layout": "false"}
+    assert default == {"text_layer": "off", "dpi": "150", "filename": "page"}
