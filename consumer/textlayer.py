@@ -21,7 +21,15 @@ from typing import Any
 
 import pymupdf
 
-from ocrq.consumer.layout.structure import Frame, Rect, line_text, page_blocks, parse_page
+from ocrq.consumer.layout.placement import insert_figure_text
+from ocrq.consumer.layout.structure import (
+    Frame,
+    Rect,
+    join_lines,
+    line_text,
+    page_blocks,
+    parse_page,
+)
 from ocrq.shared.errors import ErrorCode, OcrqError
 from ocrq.shared.schemas import Block, Page
 
@@ -70,7 +78,8 @@ def extract_text_page(path: str, index: int, dpi: int, layout: bool = True) -> P
 
     Blocks come from the layout model (consumer/layout/structure.py) in its reading order,
     with their labels, heading levels and table grids; figures carry no text until
-    consumer/layout/figures.crop_pdf_figures crops them.
+    consumer/layout/figures.crop_pdf_figures crops them, and the words inside a figure follow
+    it as a text block.
     """
     try:
         with pymupdf.open(path, filetype="pdf") as doc:
@@ -112,10 +121,11 @@ def _page_from_text_layer(doc: pymupdf.Document, index: int, dpi: int, layout: b
 def _layout_blocks(
     doc: pymupdf.Document, index: int, frame: Frame, plain: list[Block]
 ) -> list[Block]:
-    """The layout model's blocks; the plain ones where it missed text (vertical lines, say)."""
+    """The layout model's blocks, each figure followed by the text inside it; the plain ones
+    where it missed text (vertical lines, say)."""
     found = parse_page(doc, index)
-    blocks = page_blocks(found, frame, LayerText(found.fulltext))
-    if _chars(blocks) + _chars(_in_figures(plain, blocks)) < MIN_LAYOUT_SHARE * _chars(plain):
+    blocks = _with_figure_text(page_blocks(found, frame, LayerText(found.fulltext)), plain)
+    if _chars(blocks) < MIN_LAYOUT_SHARE * _chars(plain):
         return plain
     return blocks
 
@@ -125,18 +135,36 @@ def _text_block(rect: pymupdf.Rect, text: str, frame: Frame) -> Block:
     return Block(label="text", text=text, bbox=bbox, bbox_px=bbox_px)
 
 
-def _in_figures(plain: list[Block], blocks: list[Block]) -> list[Block]:
-    """The plain blocks inside a figure (a chart's labels): the layout leaves them out."""
-    figures = [b.bbox for b in blocks if b.label == "figure"]
-    return [
-        block
-        for block in plain
-        if any(
-            f[0] <= (block.bbox[0] + block.bbox[2]) / 2 <= f[2]
-            and f[1] <= (block.bbox[1] + block.bbox[3]) / 2 <= f[3]
-            for f in figures
-        )
-    ]
+def _with_figure_text(blocks: list[Block], plain: list[Block]) -> list[Block]:
+    """The blocks with each figure followed by the text layer's words inside it (a chart's
+    labels, which the layout leaves out) as one text block, as vLLM's figures keep theirs;
+    text that a region of the layout holds already is not repeated."""
+    regions = [b.bbox for b in blocks if b.label != "figure"]
+    loose = [p for p in plain if not any(_centre_in(p.bbox, r) for r in regions)]
+    out = list(blocks)
+    for figure in [b for b in blocks if b.label == "figure"]:
+        inside = [p for p in loose if _centre_in(p.bbox, figure.bbox)]
+        if inside:
+            loose = [p for p in loose if not any(p is q for q in inside)]
+            insert_figure_text(out, figure, _joined(inside))
+    return out
+
+
+def _centre_in(box: list[float], region: list[float]) -> bool:
+    if len(box) != 4 or len(region) != 4:
+        return False
+    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return region[0] <= x <= region[2] and region[1] <= y <= region[3]
+
+
+def _joined(blocks: list[Block]) -> Block:
+    """Plain blocks as one text block: their texts a line each, their boxes' union."""
+    bbox = [min(b.bbox[i] for b in blocks) for i in (0, 1)]
+    bbox += [max(b.bbox[i] for b in blocks) for i in (2, 3)]
+    bbox_px = [min(b.bbox_px[i] for b in blocks) for i in (0, 1)]
+    bbox_px += [max(b.bbox_px[i] for b in blocks) for i in (2, 3)]
+    text = join_lines([line for b in blocks for line in b.text.splitlines()])
+    return Block(label="text", text=text, bbox=bbox, bbox_px=bbox_px)
 
 
 def _chars(blocks: list[Block]) -> int:

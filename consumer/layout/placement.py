@@ -3,7 +3,8 @@
 A new block goes before the first block of its column (the blocks it shares x with) that
 starts below its top, else after that column's last block; with no column, by its height on
 the page. A text block right below or above a figure or table that starts with "Figure",
-"Fig." or "Table" and a number is its caption.
+"Fig." or "Table" and a number is its caption. The words read inside a figure come after it
+and its caption.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ def insert_in_order(blocks: list[Block], block: Block) -> None:
     else:
         at = next((i for i, b in enumerate(blocks) if b.bbox_px[1] > top), len(blocks))
     blocks.insert(at, block)
+
+
+def insert_figure_text(blocks: list[Block], figure: Block, text: Block) -> None:
+    """Insert the text read inside ``figure`` right after it, or after its caption where that
+    follows it (a figure and its caption stay side by side: HTML makes them one element)."""
+    at = next(i for i, block in enumerate(blocks) if block is figure) + 1
+    if at < len(blocks) and blocks[at].label == "caption":
+        at += 1
+    blocks.insert(at, text)
 
 
 def mark_captions(blocks: list[Block]) -> None:

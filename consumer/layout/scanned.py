@@ -169,8 +169,11 @@ def scanned_blocks(
     """Blocks of a scanned page: the layout of its invisible-text page, the engine's words.
 
     Tables the layout model missed are inferred from the words' positions, figures from the
-    page image (it sees words only); words in a figure are not body text. Other words the
-    layout puts in no region become text blocks of their own: nothing read is dropped.
+    page image (it sees words only); words in a figure are not body text (kept after the
+    figure, they cost receipts and forms, whose "figures" are stamps, logos and text taken
+    for a picture, more than they gave a diagram's labels: BENCHMARKS.md, "Reading quality,
+    twelfth pass"). Other words the layout puts in no region become text blocks of their
+    own.
     """
     if not any(word.text.strip() for word in words):
         return []
