@@ -22,6 +22,7 @@ from typing import Any
 import pymupdf
 
 from ocrq.consumer.layout.placement import insert_figure_text
+from ocrq.consumer.layout.rects import centre_inside
 from ocrq.consumer.layout.structure import (
     Frame,
     Rect,
@@ -139,22 +140,15 @@ def _with_figure_text(blocks: list[Block], plain: list[Block]) -> list[Block]:
     """The blocks with each figure followed by the text layer's words inside it (a chart's
     labels, which the layout leaves out) as one text block, as vLLM's figures keep theirs;
     text that a region of the layout holds already is not repeated."""
-    regions = [b.bbox for b in blocks if b.label != "figure"]
-    loose = [p for p in plain if not any(_centre_in(p.bbox, r) for r in regions)]
+    regions = [b.bbox for b in blocks if b.label != "figure" and len(b.bbox) == 4]
+    loose = [p for p in plain if not any(centre_inside(p.bbox, r) for r in regions)]
     out = list(blocks)
-    for figure in [b for b in blocks if b.label == "figure"]:
-        inside = [p for p in loose if _centre_in(p.bbox, figure.bbox)]
+    for figure in [b for b in blocks if b.label == "figure" and len(b.bbox) == 4]:
+        inside = [p for p in loose if centre_inside(p.bbox, figure.bbox)]
         if inside:
             loose = [p for p in loose if not any(p is q for q in inside)]
             insert_figure_text(out, figure, _joined(inside))
     return out
-
-
-def _centre_in(box: list[float], region: list[float]) -> bool:
-    if len(box) != 4 or len(region) != 4:
-        return False
-    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-    return region[0] <= x <= region[2] and region[1] <= y <= region[3]
 
 
 def _joined(blocks: list[Block]) -> Block:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ocrq.consumer.layout.structure import Rect
 
 
@@ -20,8 +22,8 @@ def area(box: Rect) -> float:
     return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 
 
-def centre_inside(box: Rect, region: Rect) -> bool:
-    """Whether the box's centre lies in the region."""
+def centre_inside(box: Sequence[float], region: Sequence[float]) -> bool:
+    """Whether the box's centre lies in the region (tuples or a block's bbox list alike)."""
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     return region[0] <= cx <= region[2] and region[1] <= cy <= region[3]
 

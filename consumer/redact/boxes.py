@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ocrq.consumer.fields.keyvalue import words_box
 from ocrq.consumer.fields.lines import Box, Line
+from ocrq.consumer.layout.rects import centre_inside
 from ocrq.consumer.redact.detect import Detector
 from ocrq.shared.redaction import mask
 from ocrq.shared.schemas import Page, Redaction
@@ -37,15 +38,10 @@ def block_cover(page: Page, redactions: list[Redaction], kinds: list[str]) -> li
         if len(block.bbox) != 4:
             continue
         masks = sum(block.text.count(mask(kind)) for kind in kinds)
-        inside = sum(1 for r in redactions for b in r.boxes if _centre_in(b, block.bbox))
+        inside = sum(1 for r in redactions for b in r.boxes if centre_inside(b, block.bbox))
         if masks > inside:
             extra.append(Redaction(kind="block", boxes=[list(block.bbox)]))
     return extra
-
-
-def _centre_in(box: list[float], frame: list[float]) -> bool:
-    x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-    return frame[0] <= x <= frame[2] and frame[1] <= y <= frame[3]
 
 
 def covered(box: Box, redactions: list[Redaction]) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 from PIL import Image
+from support.figure_pages import chart_and_photo_pdf
 
 from ocrq.consumer.layout.figures import crop_figures, crop_pdf_figures
 from ocrq.consumer.layout.structure import compact_heading_levels, join_lines
@@ -157,32 +158,15 @@ def test_layout_off_keeps_the_text_layer_blocks_as_plain_text(report: Path) -> N
     assert "Harbour Traffic Report" in (page.markdown or "")
 
 
-def _chart_page(path: Path) -> None:
-    """Prose, a bar chart drawn with shapes and labelled with text, its caption, prose."""
-    doc = pymupdf.open()
-    page = doc.new_page(width=595, height=842)
-    prose = "The harbour authority counted every vessel that entered the port. " * 4
-    page.insert_textbox(pymupdf.Rect(72, 90, 523, 160), prose, fontsize=10, fontname="helv")
-    x0, y0, x1, y1 = 140.0, 180.0, 420.0, 350.0
-    page.draw_line((x0, y0), (x0, y1), width=1)
-    page.draw_line((x0, y1), (x1, y1), width=1)
-    for i, share in enumerate([0.35, 0.8, 0.55, 0.95]):
-        left = x0 + i * 70 + 10
-        page.draw_rect(pymupdf.Rect(left, y1 - share * 160, left + 50, y1), fill=(0.2, 0.4, 0.7))
-        page.insert_text((left + 18, y1 + 13), f"Q{i + 1}", fontsize=8, fontname="helv")
-    page.insert_text((110, 390), "Figure 1: Vessels per quarter.", fontsize=9, fontname="helv")
-    page.insert_textbox(pymupdf.Rect(72, 410, 523, 480), prose, fontsize=10, fontname="helv")
-    doc.save(path)
-
-
 def test_words_inside_a_figure_follow_it_and_its_caption(tmp_path: Path) -> None:
-    _chart_page(tmp_path / "chart.pdf")
+    (tmp_path / "chart.pdf").write_bytes(chart_and_photo_pdf())
     read = extract_text_page(str(tmp_path / "chart.pdf"), 0, dpi=DPI)
     assert read is not None
 
     labels = [b.label for b in read.blocks]
     caption = labels.index("caption")
-    assert labels[caption - 1] == "figure"  # the model may cut the chart in two pictures
-    assert (labels[caption + 1], read.blocks[caption + 1].text) == ("text", "Q1 Q2 Q3 Q4")
+    assert labels[caption - 1] == "figure"
+    ticks = read.blocks[caption + 1]
+    assert (ticks.label, ticks.text) == ("text", "Q1 Q2 Q3 Q4 Q5 0 50 100")
     prose = [b.text for b in read.blocks if b.text.startswith("The harbour")]
-    assert len(prose) == 2 and not any("Q1" in text for text in prose)
+    assert len(prose) == 3 and not any("Q1" in text for text in prose)
