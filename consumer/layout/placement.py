@@ -3,8 +3,9 @@
 A new block goes before the first block of its column (the blocks it shares x with) that
 starts below its top, else after that column's last block; with no column, by its height on
 the page. A text block right below or above a figure or table that starts with "Figure",
-"Fig." or "Table" and a number is its caption. The words read inside a figure come after it
-and its caption.
+"Fig." or "Table" and a number is its caption. The words read inside a figure (a diagram's
+labels) come right after it, before its caption: where a document's own text puts them, and
+where the HTML renderer keeps them inside the figure's element.
 """
 
 from __future__ import annotations
@@ -37,11 +38,8 @@ def insert_in_order(blocks: list[Block], block: Block) -> None:
 
 
 def insert_figure_text(blocks: list[Block], figure: Block, text: Block) -> None:
-    """Insert the text read inside ``figure`` right after it, or after its caption where that
-    follows it (a figure and its caption stay side by side: HTML makes them one element)."""
+    """Insert the text read inside ``figure`` right after it (before its caption)."""
     at = next(i for i, block in enumerate(blocks) if block is figure) + 1
-    if at < len(blocks) and blocks[at].label == "caption":
-        at += 1
     blocks.insert(at, text)
 
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pymupdf
 
-from ocrq.consumer.layout.placement import insert_in_order, mark_captions
+from ocrq.consumer.layout.placement import insert_figure_text, insert_in_order, mark_captions
 from ocrq.consumer.layout.rects import centre_inside
-from ocrq.consumer.layout.scan_figures import find_figures
+from ocrq.consumer.layout.scan_figures import find_figures, has_caption
 from ocrq.consumer.layout.scan_tables import find_tables
 from ocrq.consumer.layout.structure import Frame, Rect, join_lines, page_blocks, parse_page
 from ocrq.consumer.layout.words import ReadWord, engine_lines
@@ -169,11 +169,12 @@ def scanned_blocks(
     """Blocks of a scanned page: the layout of its invisible-text page, the engine's words.
 
     Tables the layout model missed are inferred from the words' positions, figures from the
-    page image (it sees words only); words in a figure are not body text (kept after the
-    figure, they cost receipts and forms, whose "figures" are stamps, logos and text taken
-    for a picture, more than they gave a diagram's labels: BENCHMARKS.md, "Reading quality,
-    twelfth pass"). Other words the layout puts in no region become text blocks of their
-    own.
+    page image (it sees words only). The words inside a figure with a caption beside it (a
+    document's diagram) follow it as one text block, before the caption; inside a figure
+    without one they are left out: on receipts and forms such "figures" are stamps, logos
+    and text taken for a picture, whose words, kept, cost more than a diagram's labels gave
+    (BENCHMARKS.md, "Reading quality", twelfth and thirteenth passes). Other words the
+    layout puts in no region become text blocks of their own.
     """
     if not any(word.text.strip() for word in words):
         return []
@@ -189,7 +190,10 @@ def scanned_blocks(
     figures = find_figures(image_path, words, known=pictures, avoid=tables_seen + inferred)
     layout.boxes = split_round_tables(layout.boxes, inferred, scale)
     taken = set().union(*(table.words for table in tables))
-    taken |= {i for i, word in enumerate(words) if any(centre_inside(word.box, f) for f in figures)}
+    in_figures = [
+        [i for i, word in enumerate(words) if centre_inside(word.box, box)] for box in figures
+    ]
+    taken |= {i for inside in in_figures for i in inside}
     source = WordText([word for i, word in enumerate(words) if i not in taken], scale)
     blocks = [block for block in page_blocks(layout, frame, source) if block.label != "figure"]
     # A speck read as "." or "1" gets a region of its own that the layout model may put
@@ -200,9 +204,13 @@ def scanned_blocks(
     blocks = [block for block in blocks if not is_speck(block.text)]
     blocks = _insert_leftovers(blocks, source.unclaimed(), frame, scale)
     pixels = Frame(width, height, width, height)
-    found = [table.block for table in tables] + [_figure(pixels, box) for box in figures]
-    for block in [*found, *specks]:
+    figure_blocks = [_figure(pixels, box) for box in figures]
+    for block in [*[table.block for table in tables], *figure_blocks, *specks]:
         insert_in_order(blocks, block)
+    for box, block, inside in zip(figures, figure_blocks, in_figures, strict=True):
+        if inside and has_caption(box, words, height):
+            text = _words_block([words[i] for i in inside], pixels, 1.0)
+            insert_figure_text(blocks, block, text)
     mark_captions(blocks)
     return blocks
 
@@ -314,21 +322,25 @@ def _insert_leftovers(
     """Each leftover line as a text block, before the first block that starts below it."""
     out = list(blocks)
     for line in engine_lines(words):
-        box = (
-            min(w.box[0] for w in line) * scale,
-            min(w.box[1] for w in line) * scale,
-            max(w.box[2] for w in line) * scale,
-            max(w.box[3] for w in line) * scale,
-        )
-        bbox, bbox_px = frame.place(box)
-        confidence = round(sum(w.confidence for w in line) / len(line), 4)
-        block = Block(
-            label="text",
-            text=join_lines([" ".join(w.text for w in line)]),
-            bbox=bbox,
-            bbox_px=bbox_px,
-            confidence=confidence,
-        )
-        at = next((i for i, b in enumerate(out) if b.bbox_px[1] > bbox_px[1]), len(out))
+        block = _words_block(line, frame, scale)
+        at = next((i for i, b in enumerate(out) if b.bbox_px[1] > block.bbox_px[1]), len(out))
         out.insert(at, block)
     return out
+
+
+def _words_block(words: list[ReadWord], frame: Frame, scale: float) -> Block:
+    """Words as one text block: a line of text per engine line, the union of their boxes."""
+    box = (
+        min(w.box[0] for w in words) * scale,
+        min(w.box[1] for w in words) * scale,
+        max(w.box[2] for w in words) * scale,
+        max(w.box[3] for w in words) * scale,
+    )
+    bbox, bbox_px = frame.place(box)
+    return Block(
+        label="text",
+        text=join_lines([" ".join(w.text for w in line) for line in engine_lines(words)]),
+        bbox=bbox,
+        bbox_px=bbox_px,
+        confidence=round(sum(w.confidence for w in words) / len(words), 4),
+    )

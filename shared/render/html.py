@@ -91,12 +91,9 @@ def _blocks_html(page: Page, keep_furniture: bool) -> list[str]:
                 out.append(element)
         elif block.label == "figure":
             figures += 1
-            caption = blocks[i + 1] if i + 1 < len(blocks) else None
-            if caption is not None and caption.label == "caption":
-                i += 1
-            else:
-                caption = None
-            out.append(_figure_html(block, caption, page.number, figures))
+            words, caption = _figure_companions(blocks, i)
+            i += (words is not None) + (caption is not None)
+            out.append(_figure_html(block, words, caption, page.number, figures))
         else:
             element = _block_html(block, page.number)
             if element:
@@ -147,14 +144,37 @@ def _list_html(run: list[Block], page: int) -> str:
     return "<ul>\n" + "\n".join(items) + "\n</ul>" if items else ""
 
 
-def _figure_html(block: Block, caption: Block | None, page: int, number: int) -> str:
-    """A figure with its image (when cropped) and the caption that follows it."""
+def _figure_companions(blocks: list[Block], i: int) -> tuple[Block | None, Block | None]:
+    """What follows the figure at ``i`` inside its element: the words read inside it (a text
+    block whose centre lies in the figure's box), then its caption; None where absent."""
+    figure, rest = blocks[i], blocks[i + 1 : i + 3]
+    words = rest[0] if rest and rest[0].label == "text" and _lies_in(rest[0], figure) else None
+    rest = rest[1:] if words is not None else rest
+    caption = rest[0] if rest and rest[0].label == "caption" else None
+    return words, caption
+
+
+def _lies_in(block: Block, figure: Block) -> bool:
+    """Whether a block's centre lies in the figure's box: the words read inside it."""
+    if len(block.bbox) != 4 or len(figure.bbox) != 4:
+        return False
+    x, y = (block.bbox[0] + block.bbox[2]) / 2, (block.bbox[1] + block.bbox[3]) / 2
+    return figure.bbox[0] <= x <= figure.bbox[2] and figure.bbox[1] <= y <= figure.bbox[3]
+
+
+def _figure_html(
+    block: Block, words: Block | None, caption: Block | None, page: int, number: int
+) -> str:
+    """A figure with its image (when cropped), the words read inside it (a diagram's
+    labels) and the caption that follows them."""
     inner = []
     if block.image:
         src = escape(IMAGES_PATH + block.image)
         inner.append(f'<img src="{src}" alt="figure {number}">')
     elif block_text(block):
         inner.append(f"<p>{escape(block_text(block))}</p>")
+    if words is not None and block_text(words):
+        inner.append(f"<p{_attrs(words, page)}>{escape(block_text(words))}</p>")
     if caption is not None and caption.text.strip():
         inner.append(
             f"<figcaption{_attrs(caption, page)}>{escape(caption.text.strip())}</figcaption>"

@@ -1,5 +1,6 @@
-"""Generated pages with known figures and tables: a chart and a photo with captions, a logo
-and a stamp, text only, two columns, a bulleted list, an unruled table (PDF bytes)."""
+"""Generated pages with known figures and tables: a chart and a photo with captions (and
+without), a logo and a stamp, text only, two columns, a bulleted list, an unruled table (PDF
+bytes)."""
 # mypy: disable-error-code="no-untyped-call"
 
 from __future__ import annotations
@@ -65,17 +66,20 @@ def bar_chart(page: pymupdf.Page, rect: pymupdf.Rect) -> None:
         page.insert_text((rect.x0 + 4, y + 3), str(k * 50), fontsize=8, fontname="helv")
 
 
-def chart_and_photo_pdf() -> bytes:
-    """Heading, prose, a bar chart with its caption below, prose, a photo with its caption."""
+def chart_and_photo_pdf(captions: bool = True) -> bytes:
+    """Heading, prose, a bar chart with its caption below, prose, a photo with its caption
+    (``captions=False``: the same page without the two captions)."""
     doc = pymupdf.open()
     page = doc.new_page(width=595, height=842)
     page.insert_text((72, 80), "Harbour Traffic in Pictures", fontsize=16, fontname="hebo")
     paragraph(page, pymupdf.Rect(72, 95, 523, 165))
     bar_chart(page, pymupdf.Rect(*FIGURES["chart_and_photo"][0]))
-    page.insert_text((110, 388), "Figure 1: Vessels per quarter.", fontsize=9, fontname="helv")
+    if captions:
+        page.insert_text((110, 388), "Figure 1: Vessels per quarter.", fontsize=9, fontname="helv")
     paragraph(page, pymupdf.Rect(72, 410, 523, 500))
     page.insert_image(pymupdf.Rect(*FIGURES["chart_and_photo"][1]), pixmap=photo())
-    page.insert_text((72, 696), "Fig. 2: The inner basin at dawn.", fontsize=9, fontname="helv")
+    if captions:
+        page.insert_text((72, 696), "Fig. 2: The inner basin at dawn.", fontsize=9, fontname="helv")
     paragraph(page, pymupdf.Rect(72, 715, 523, 800))
     return bytes(doc.tobytes())
 
@@ -182,6 +186,7 @@ def unruled_table_pdf() -> bytes:
 
 PAGES: dict[str, Callable[[], bytes]] = {
     "chart_and_photo": chart_and_photo_pdf,
+    "uncaptioned_chart": lambda: chart_and_photo_pdf(captions=False),
     "logo_and_stamp": logo_and_stamp_pdf,
     "text_only": text_only_pdf,
     "two_column": two_column_pdf,

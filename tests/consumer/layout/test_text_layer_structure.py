@@ -158,15 +158,15 @@ def test_layout_off_keeps_the_text_layer_blocks_as_plain_text(report: Path) -> N
     assert "Harbour Traffic Report" in (page.markdown or "")
 
 
-def test_words_inside_a_figure_follow_it_and_its_caption(tmp_path: Path) -> None:
+def test_words_inside_a_figure_follow_it_before_its_caption(tmp_path: Path) -> None:
     (tmp_path / "chart.pdf").write_bytes(chart_and_photo_pdf())
     read = extract_text_page(str(tmp_path / "chart.pdf"), 0, dpi=DPI)
     assert read is not None
 
     labels = [b.label for b in read.blocks]
     caption = labels.index("caption")
-    assert labels[caption - 1] == "figure"
-    ticks = read.blocks[caption + 1]
+    assert labels[caption - 2] == "figure"
+    ticks = read.blocks[caption - 1]
     assert (ticks.label, ticks.text) == ("text", "Q1 Q2 Q3 Q4 Q5 0 50 100")
     prose = [b.text for b in read.blocks if b.text.startswith("The harbour")]
     assert len(prose) == 3 and not any("Q1" in text for text in prose)

@@ -92,6 +92,29 @@ def test_document_is_html5_with_a_section_per_page_and_escaped_text() -> None:
     assert "<th>x</th>" in html
 
 
+def test_the_words_read_inside_a_figure_sit_in_its_element_before_its_caption() -> None:
+    figure = Block(label="figure", text="", image="p1-1.png", bbox=[0.1, 0.1, 0.9, 0.5])
+    labels = Block(label="text", text="Monitor Record <LIR>", bbox=[0.2, 0.2, 0.8, 0.4])
+    caption = Block(label="caption", text="Figure 2. States", bbox=[0.1, 0.52, 0.9, 0.55])
+    below = Block(label="text", text="Body text", bbox=[0.1, 0.6, 0.9, 0.7])
+    page = Page(
+        number=1, width=100, height=100, markdown="", blocks=[figure, labels, caption, below]
+    )
+
+    html = document_html(result_of([page]))
+
+    assert (
+        '<figure data-page="1" data-bbox="0.1000 0.1000 0.9000 0.5000">'
+        '<img src="images/p1-1.png" alt="figure 1">'
+        '<p data-page="1" data-bbox="0.2000 0.2000 0.8000 0.4000">Monitor Record &lt;LIR&gt;</p>'
+        '<figcaption data-page="1" data-bbox="0.1000 0.5200 0.9000 0.5500">Figure 2. States'
+        "</figcaption></figure>"
+    ) in html
+    # Text below the figure is no part of it.
+    assert '<p data-page="1" data-bbox="0.1000 0.6000 0.9000 0.7000">Body text</p>' in html
+    assert '<figure data-page="1" data-bbox="0.1000 0.6000' not in html
+
+
 def test_furniture_is_left_out_unless_kept_then_header_and_footer() -> None:
     assert "ACME" not in document_html(result_of([PAGE]))
 
