@@ -24,7 +24,7 @@ from ocrq.consumer.layout.rects import centre_inside
 from ocrq.consumer.layout.scan_figures import find_figures, has_caption
 from ocrq.consumer.layout.scan_tables import find_tables
 from ocrq.consumer.layout.structure import Frame, Rect, join_lines, page_blocks, parse_page
-from ocrq.consumer.layout.words import ReadWord, engine_lines
+from ocrq.consumer.layout.words import ReadWord, engine_lines, printed_lines
 from ocrq.shared.schemas import Block
 
 # The invisible page has A4's area whatever the image's size: the model was made on pages
@@ -296,9 +296,9 @@ class WordText:
         return words
 
     def lines(self, box: Any) -> list[str]:
-        """The words in the box, line by line in the engine's order."""
+        """The words in the box, line by line as printed (words.printed_lines)."""
         words = self._claim(box, _rect(box))
-        return [" ".join(w.text for w in line) for line in engine_lines(words)]
+        return [" ".join(w.text for w in line) for line in printed_lines(words)]
 
     def confidence(self, box: Any) -> float | None:
         """The mean confidence of the box's words."""
