@@ -72,12 +72,16 @@ def printed_lines(words: Iterable[ReadWord]) -> list[list[ReadWord]]:
 
 
 def _continues(row: list[ReadWord], piece: list[ReadWord]) -> bool:
-    """Whether ``piece`` lies on ``row``'s printed line, beside it (not over it)."""
+    """Whether ``piece`` lies on ``row``'s printed line, beside it (not over it); ``row``
+    runs across the page (columns of vertical text stand side by side too)."""
+    left, right = min(w.box[0] for w in row), max(w.box[2] for w in row)
     top, bottom = min(w.box[1] for w in row), max(w.box[3] for w in row)
     piece_top, piece_bottom = min(w.box[1] for w in piece), max(w.box[3] for w in piece)
     height = min(bottom - top, piece_bottom - piece_top)
-    if height <= 0 or min(bottom, piece_bottom) - max(top, piece_top) < ROW_OVERLAP * height:
+    if height <= 0 or right - left < bottom - top:
         return False
-    after = min(w.box[0] for w in piece) - max(w.box[2] for w in row)
-    before = min(w.box[0] for w in row) - max(w.box[2] for w in piece)
+    if min(bottom, piece_bottom) - max(top, piece_top) < ROW_OVERLAP * height:
+        return False
+    after = min(w.box[0] for w in piece) - right
+    before = left - max(w.box[2] for w in piece)
     return -height <= max(after, before) <= PIECE_GAP * height

@@ -59,3 +59,12 @@ def test_an_engine_without_paragraphs_keeps_its_lines() -> None:
     words = [*_line(["a", "b"], 0, 0, 0, 0), *_line(["c"], 115, 0, 1, 0)]
 
     assert _texts(printed_lines(words)) == ["a b", "c"]
+
+
+def test_columns_of_vertical_text_stay_apart() -> None:
+    # Japanese set vertically: each line is a tall, narrow column beside the next.
+    column = [ReadWord("縦書き", (300.0, 100.0, 330.0, 400.0), 0.9, 0, paragraph=1)]
+    beside = [ReadWord("の文章", (260.0, 100.0, 290.0, 380.0), 0.9, 1, paragraph=2)]
+    next_one = [ReadWord("です", (220.0, 100.0, 250.0, 300.0), 0.9, 2, paragraph=1)]
+
+    assert _texts(printed_lines(column + beside + next_one)) == ["縦書き", "の文章", "です"]
