@@ -11,6 +11,7 @@ where the HTML renderer keeps them inside the figure's element.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ocrq.shared.schemas import FURNITURE, Block
 
@@ -25,7 +26,7 @@ def insert_in_order(blocks: list[Block], block: Block) -> None:
     column = [
         i
         for i, other in enumerate(blocks)
-        if other.label not in FURNITURE and _x_overlap(other.bbox_px, block.bbox_px) > 0
+        if other.label not in FURNITURE and x_overlap(other.bbox_px, block.bbox_px) > 0
     ]
     below = [i for i in column if blocks[i].bbox_px[1] >= top]
     if below:
@@ -49,22 +50,23 @@ def mark_captions(blocks: list[Block]) -> None:
         if block.label not in ("figure", "table") or len(block.bbox) != 4:
             continue
         near = [
-            (_gap(other.bbox, block.bbox), other)
+            (vertical_gap(other.bbox, block.bbox), other)
             for other in blocks
             if other.label == "text"
             and len(other.bbox) == 4
             and CAPTION.match(other.text)
-            and _x_overlap(other.bbox, block.bbox) > 0
-            and _gap(other.bbox, block.bbox) <= CAPTION_GAP
+            and x_overlap(other.bbox, block.bbox) > 0
+            and vertical_gap(other.bbox, block.bbox) <= CAPTION_GAP
         ]
         if near:
             min(near, key=lambda pair: pair[0])[1].label = "caption"
 
 
-def _x_overlap(a: list[float] | list[int], b: list[float] | list[int]) -> float:
+def x_overlap(a: Sequence[float], b: Sequence[float]) -> float:
+    """How far two boxes share x (negative: the space between them)."""
     return min(a[2], b[2]) - max(a[0], b[0])
 
 
-def _gap(a: list[float], b: list[float]) -> float:
+def vertical_gap(a: Sequence[float], b: Sequence[float]) -> float:
     """The vertical distance between two boxes (0 when they overlap)."""
     return max(a[1] - b[3], b[1] - a[3], 0.0)

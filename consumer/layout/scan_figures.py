@@ -11,13 +11,14 @@ Only PIL and numpy: no image-processing library is a dependency.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 from statistics import median
 
 import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
-from ocrq.consumer.layout.placement import CAPTION, CAPTION_GAP
+from ocrq.consumer.layout.placement import CAPTION, CAPTION_GAP, vertical_gap, x_overlap
 from ocrq.consumer.layout.rects import area, centre_inside, clip, mostly_inside, union, within
 from ocrq.consumer.layout.structure import Rect
 from ocrq.consumer.layout.words import ReadWord
@@ -93,14 +94,11 @@ def has_caption(box: Rect, words: Sequence[ReadWord], page_height: int) -> bool:
     """Whether a line opening "Figure 2." (or "Fig.", "Table") stands right above or below
     the box, sharing its width: a document's figure, not a receipt's stamp or a form's
     ruled boxes taken for a picture."""
-    reach = CAPTION_GAP * page_height
     for _, line in _engine_lines(words):
-        x0, y0 = min(w.box[0] for w in line), min(w.box[1] for w in line)
-        x1, y1 = max(w.box[2] for w in line), max(w.box[3] for w in line)
-        if min(x1, box[2]) <= max(x0, box[0]) or max(y0 - box[3], box[1] - y1) > reach:
-            continue
-        if CAPTION.match(" ".join(w.text for w in line)):
-            return True
+        around = reduce(union, (word.box for word in line))
+        if x_overlap(around, box) > 0 and vertical_gap(around, box) <= CAPTION_GAP * page_height:
+            if CAPTION.match(" ".join(word.text for word in line)):
+                return True
     return False
 
 
