@@ -6,7 +6,10 @@ or a handwritten sum. Measured on 40 development receipts (SROIE 010-049), readi
 CER from 10.7 % to 10.2 %. Here the page's ink is found, the words' boxes are wiped off it,
 and each band of rows left with ink of a text's height is read as one line (Tesseract,
 single-line segmentation); a confident reading with letters or digits joins the page's
-words, on the line that shares its row or as a line of its own, in reading order.
+words, on the line that shares its row or as a line of its own, in reading order. Faint
+print that the threshold cuts into runs of rows too low to count is joined into one band;
+a band Tesseract reads weakly, on a row of its own, is kept where the second recogniser
+(PP-OCRv6) reads it surely, with that reading's characters.
 
 Only pages read with some doubt are searched: on a confident one (born-digital renders and
 clean scans, read at 0.92-0.93, against receipts' 0.74-0.78) the ink no word covers is a
@@ -24,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
+from ocrq.consumer.engines.line_rereads import ReadsLines, better_line
 from ocrq.consumer.engines.readings import read_words
 from ocrq.consumer.layout.rects import area, clip, union
 from ocrq.consumer.layout.structure import Rect
@@ -38,6 +42,11 @@ WIPE_PAD = 2  # pixels round each word's box wiped with it (its anti-aliased edg
 # higher is pictures, logos and stamps (double-height totals measure 1.8-2.0).
 MIN_HEIGHT = 0.6
 MAX_HEIGHT = 4.0
+# Runs of inked rows each lower than MIN_HEIGHT and at most this far apart (of the median
+# word height) are pieces of one band: faint thermal print leaves rows inside a line with
+# almost no ink at the threshold ("CHANGE .... RM 10.00" came in runs of 5, 2 and 4 rows,
+# each too low to count). A run high enough stays apart from a rule's few rows beside it.
+ROW_GAP = 0.25
 MAX_BANDS = 12  # read at most this many a page, tallest ink first (the time is bounded)
 CROP_PAD = 0.3  # of the band's height, round it when cut out
 # A band's reading is kept at this mean confidence (Tesseract's, 0..1) with this many
@@ -45,18 +54,31 @@ CROP_PAD = 0.3  # of the band's height, round it when cut out
 # shading below 0.5 or as one or two symbols.
 MIN_CONFIDENCE = 0.6
 MIN_ALNUM = 2
+# ... or, on a row no line was read on, where the second recogniser (PP-OCRv6,
+# line_reader.py) reads the band this surely: faint thermal print that Tesseract read
+# "CUANGE csasccsecssecccsse WH 10.00" at 0.05-0.5, PP-OCRv6 "CHANGE..RM10.00" at 0.95.
+# The band then takes that reading's characters, as a weak line re-read does.
+SURE_SECOND = 0.9
+# ... and is at most this high (of the median word height): taller ink that it reads surely
+# is handwriting ("A04114" written over a receipt, which Tesseract read "777"), not print.
+VOUCHED_HEIGHT = 1.5
 SAME_ROW = 0.5  # vertical overlap, of the shorter, at which a band is on an existing line
 DOUBTFUL_PAGE = 0.85  # a page read below this mean confidence is searched (see above)
 
 
 def read_missed_lines(
-    api: Any, image_path: str, words: Sequence[ReadWord], join_rows: bool
+    api: Any,
+    image_path: str,
+    words: Sequence[ReadWord],
+    join_rows: bool,
+    second: ReadsLines | None = None,
 ) -> list[ReadWord]:
     """The page's words with the lines the first reading missed read and put in place.
 
     ``api`` is a Tesseract API set for single lines in the page's languages. ``join_rows``:
     the page is one column (a till roll), so a band on a line's row is the rest of that line
     ("TOTAL" read, its "64.15" missed); on other pages it may be another column's.
+    ``second``: a line recogniser that may vouch for a band Tesseract read weakly.
     """
     if not words:
         return list(words)
@@ -66,7 +88,10 @@ def read_missed_lines(
     for band in missed_bands(grey, words):
         found = _read_band(api, grey, band)
         fresh = [w for w in found if not _covers_read_word(w.box, placed)]
-        if _confident(fresh):
+        if not _confident(fresh):  # the second opinion only for a line missed whole
+            alone = not _on_a_row(placed, band)
+            fresh = _vouched(second, grey, band, fresh, _text_height(words)) if alone else []
+        if fresh:
             placed = _placed(placed, fresh, join_rows)
     return placed
 
@@ -81,16 +106,22 @@ def missed_bands(grey: Image.Image, words: Sequence[ReadWord]) -> list[Rect]:
         ink[
             max(0, y0 - WIPE_PAD) : y1 + WIPE_PAD + 1, max(0, x0 - WIPE_PAD) : x1 + WIPE_PAD + 1
         ] = False
-    text_height = median(word.box[3] - word.box[1] for word in words)
+    text_height = _text_height(words)
     inked_rows = ink.sum(axis=1) > max(3, ROW_INK * ink.shape[1])
     bands = []
-    for top, bottom in _runs(inked_rows):
+    runs = _joined_pieces(_runs(inked_rows), MIN_HEIGHT * text_height, ROW_GAP * text_height)
+    for top, bottom in runs:
         if MIN_HEIGHT * text_height <= bottom - top <= MAX_HEIGHT * text_height:
             columns = np.flatnonzero(ink[top:bottom].any(axis=0))
             box = (float(columns[0]), float(top), float(columns[-1] + 1), float(bottom))
             bands.append((int(ink[top:bottom].sum()), box))
     tallest = sorted(bands, reverse=True)[:MAX_BANDS]
     return sorted((box for _, box in tallest), key=lambda box: box[1])
+
+
+def _text_height(words: Sequence[ReadWord]) -> float:
+    """The median height of the words' boxes."""
+    return float(median(word.box[3] - word.box[1] for word in words))
 
 
 def _paper(pixels: NDArray[np.uint8]) -> int:
@@ -104,14 +135,56 @@ def _runs(flags: NDArray[np.bool_]) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
+def _joined_pieces(runs: list[tuple[int, int]], lowest: float, gap: float) -> list[tuple[int, int]]:
+    """The runs with pieces joined: a run lower than ``lowest`` rows joins the one before it,
+    at most ``gap`` rows above, when that one is also lower (a rule beside a line stays
+    apart: it is a run of its own, the line's is high enough)."""
+    joined: list[tuple[int, int]] = []
+    for top, bottom in runs:
+        if joined and _pieces(joined[-1], (top, bottom), lowest, gap):
+            joined[-1] = (joined[-1][0], bottom)
+        else:
+            joined.append((top, bottom))
+    return joined
+
+
+def _pieces(above: tuple[int, int], run: tuple[int, int], lowest: float, gap: float) -> bool:
+    """Whether two runs, both lower than ``lowest``, lie at most ``gap`` rows apart."""
+    low = max(above[1] - above[0], run[1] - run[0]) < lowest
+    return low and run[0] - above[1] <= gap
+
+
 def _read_band(api: Any, grey: Image.Image, band: Rect) -> list[ReadWord]:
     """The band cut out (padded) and read as one line; boxes in page pixels."""
-    pad = CROP_PAD * (band[3] - band[1])
-    x0, y0 = max(0, round(band[0] - pad)), max(0, round(band[1] - pad))
-    x1, y1 = min(grey.width, round(band[2] + pad)), min(grey.height, round(band[3] + pad))
+    x0, y0, x1, y1 = _padded_band(band, grey.size)
     api.SetImage(grey.crop((x0, y0, x1, y1)))
     api.Recognize()
     return [moved(w, x0, y0) for w in read_words(api)]
+
+
+def _padded_band(band: Rect, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The band's box with CROP_PAD of its height round it, within the page, in pixels."""
+    pad = CROP_PAD * (band[3] - band[1])
+    x0, y0 = max(0, round(band[0] - pad)), max(0, round(band[1] - pad))
+    return x0, y0, min(size[0], round(band[2] + pad)), min(size[1], round(band[3] + pad))
+
+
+def _vouched(
+    second: ReadsLines | None,
+    grey: Image.Image,
+    band: Rect,
+    found: list[ReadWord],
+    text_height: float,
+) -> list[ReadWord]:
+    """A band Tesseract read weakly, as the second recogniser reads it when that one is sure
+    of it (its characters, the spaces of both: line_rereads.better_line); else nothing."""
+    if second is None or not found or band[3] - band[1] > VOUCHED_HEIGHT * text_height:
+        return []
+    x0, y0, x1, y1 = _padded_band(band, grey.size)
+    reading = second.read(grey.crop((x0, y0, x1, y1)))
+    if sum(c.isalnum() for c in reading.text) < MIN_ALNUM or reading.confidence < SURE_SECOND:
+        return []
+    return better_line(found, reading, x0) or []
 
 
 def _covers_read_word(box: Rect, words: Sequence[ReadWord]) -> bool:
@@ -170,6 +243,12 @@ def _extent(words: Sequence[ReadWord]) -> Rect:
 def _same_row(line: Rect, band: Rect) -> bool:
     overlap = min(line[3], band[3]) - max(line[1], band[1])
     return overlap > SAME_ROW * min(line[3] - line[1], band[3] - band[1])
+
+
+def _on_a_row(words: Sequence[ReadWord], band: Rect) -> bool:
+    """Whether the band shares its row with a line of the words (its uncovered ink may be
+    that line's, read into other words: "Lot3, npr Alam," for "LOT 3, JALAN PELABUR")."""
+    return any(_same_row(_extent(words[start:stop]), band) for start, stop in _lines(words))
 
 
 def _below_across(line: Rect, band: Rect) -> bool:

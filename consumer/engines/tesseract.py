@@ -177,7 +177,8 @@ def read_page(
         words = reading.words
         if reading.till_roll or (reading.confidence or 0.0) < DOUBTFUL_PAGE:
             line_api = _api_for(model, PSM_SINGLE_LINE)
-            words = read_missed_lines(line_api, reading.path, words, reading.till_roll)
+            second = _line_reader if set(model.split("+")) <= LATIN_MODELS else None
+            words = read_missed_lines(line_api, reading.path, words, reading.till_roll, second)
         words, lines_reread = _reread(reading.path, words, model)
         words = on_page(without_edge_marks(words), reading.origin)
         # A till roll is lines of text, rules and stamps: the layout model, made for pages,

@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 from support.tesseract_scans import read_scan, running_tesseract
 
+from ocrq.consumer.engines.line_reader import LineText
 from ocrq.consumer.engines.missed_lines import read_missed_lines
 from ocrq.consumer.engines.readings import read_image
 from ocrq.consumer.engines.tesseract import TesseractEngine, tessdata_dir
@@ -169,3 +170,82 @@ async def test_a_receipts_lines_read_again_surely_are_no_figure(
     assert "GST REG #000656" in page.markdown
     assert "BAR WANG RICE@PERMAS JAYA" in page.markdown
     assert [block for block in page.blocks if block.label == "figure"] == []
+
+
+async def test_a_faint_line_tesseract_reads_as_noise_is_read_by_the_second_recogniser(
+    engine: TesseractEngine, tmp_path: Path
+) -> None:
+    # sroie-001's "CHANGE ........ RM 10.00" is printed faintly: at the ink threshold its
+    # rows come in three pieces, each too low for a line, and Tesseract reads the band
+    # "CUANGE csasccsecssecccsse WH 10.00" at 0.05-0.5; PP-OCRv6 reads it surely.
+    path = png_copy("sroie-001.jpg", tmp_path)
+
+    page = await read_scan(engine, path)
+
+    lines = [line.replace(" ", "") for line in page.markdown.splitlines()]
+    cash = next(i for i, line in enumerate(lines) if line.startswith("CASH"))
+    assert lines[cash + 1].startswith("CHANGE") and lines[cash + 1].endswith("RM10.00")
+
+
+class SureReader:
+    """A second recogniser that reads every band as ``text``, surely (the gate under test
+    is where such a reading may be used, not what the model reads)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.calls = 0
+
+    def read(self, line: Image.Image) -> LineText:
+        self.calls += 1
+        step = line.width / (len(self.text) + 1)
+        centres = [step * (k + 1) for k in range(len(self.text))]
+        return LineText(list(self.text), [0.99] * len(self.text), centres)
+
+
+def scribbled(tmp_path: Path, height_pt: float, beside: bool) -> tuple[Path, list[ReadWord]]:
+    """A page with a read line and a scribble (a zigzag, as a pen leaves) ``height_pt``
+    tall, on that line's row (``beside``) or on a row of its own; and the line's words."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=300, height=200)
+    page.insert_text((12, 40), "CASH RM 70.30", fontsize=10, fontname="cour")
+    top = 40 - height_pt if beside else 80
+    points = [pymupdf.Point(150 + 6 * k, top + height_pt * (k % 2)) for k in range(21)]
+    page.draw_polyline(points, color=(0, 0, 0), width=1.2)
+    path = tmp_path / "scribble.png"
+    page.get_pixmap(dpi=DPI).save(path)
+    scale = DPI / 72
+    words = [
+        ReadWord(w[4], (w[0] * scale, w[1] * scale, w[2] * scale, w[3] * scale), 0.9, 0)
+        for w in page.get_text("words", sort=True)
+    ]
+    return path, words
+
+
+def test_a_band_the_second_recogniser_reads_surely_becomes_a_line(
+    line_api: Any, tmp_path: Path
+) -> None:
+    path, words = scribbled(tmp_path, height_pt=8, beside=False)
+
+    placed = read_missed_lines(line_api, str(path), words, True, SureReader("CHANGE RM 10.00"))
+
+    # Its characters are the second reading's (the spaces are both readings').
+    assert [line.replace(" ", "") for line in lines_of(placed)] == ["CASHRM70.30", "CHANGERM10.00"]
+    assert read_missed_lines(line_api, str(path), words, join_rows=True) == words
+
+
+def test_the_second_recogniser_is_not_asked_about_a_band_on_a_line_already_read(
+    line_api: Any, tmp_path: Path
+) -> None:
+    # Ink beside a line that was read may be that line's, read into other words.
+    path, words = scribbled(tmp_path, height_pt=8, beside=True)
+    second = SureReader("Pelabur 23/1,")
+
+    assert read_missed_lines(line_api, str(path), words, True, second) == words
+    assert second.calls == 0
+
+
+def test_ink_far_taller_than_the_text_is_not_vouched_for(line_api: Any, tmp_path: Path) -> None:
+    # A handwritten "A04114" over a receipt reads surely too, but it is not the print.
+    path, words = scribbled(tmp_path, height_pt=24, beside=False)
+
+    assert read_missed_lines(line_api, str(path), words, True, SureReader("A041")) == words
