@@ -42,7 +42,10 @@ MIN_INK_SHARE = 0.08
 # A part whose box is mostly words is text the engine read, not a picture.
 MAX_WORD_COVER = 0.5
 # Words the engine was this unsure of, or far taller than the page's text, are what it made
-# of a picture's texture: they are not wiped off.
+# of a picture's texture: they are not wiped off. A word's surer reading counts: a weak line
+# that the second recogniser read again surely is print (sroie-005's "non-refundable*",
+# unwiped, joined the circled handwritten sum beside it into one figure across the line
+# ends "You***" and "Again***", whose words were then left out).
 WIPE_MIN_CONFIDENCE = 0.5
 WIPE_MAX_HEIGHT = 3.0
 CAPTION_WORDS = ("figure", "fig.", "fig", "table", "tab.")
@@ -114,7 +117,7 @@ def _wipe_words(ink: NDArray[np.bool_], words: Sequence[ReadWord], cell: int) ->
     tallest = WIPE_MAX_HEIGHT * median(heights) if heights else 0.0
     for word in words:
         x0, y0, x1, y1 = word.box
-        if word.confidence < WIPE_MIN_CONFIDENCE or y1 - y0 > tallest:
+        if max(word.confidence, word.second_confidence) < WIPE_MIN_CONFIDENCE or y1 - y0 > tallest:
             continue
         ink[
             max(0, int(y0 // cell) - 1) : int(y1 // cell) + 2,

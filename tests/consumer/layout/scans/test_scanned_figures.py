@@ -204,3 +204,37 @@ def test_a_box_of_text_lines_with_a_caption_beside_it_is_a_figure(tmp_path: Path
     assert find_figures(path, labels) == []
     assert len(find_figures(path, labels + caption)) == 1
     assert find_figures(path, labels + far_below) == []
+
+
+def test_a_weak_word_surely_read_again_is_wiped_off_a_mark_beside_it(tmp_path: Path) -> None:
+    # sroie-005: a circled handwritten sum right of "non-refundable*", which Tesseract read
+    # at 0.26 and PP-OCRv6 again surely. Left as ink, the word joined the circle into one
+    # figure reaching over the ends of the lines below it, whose words were left out.
+    path = _page(tmp_path, (600, 300, 800, 500))
+    with Image.open(path) as image:
+        ImageDraw.Draw(image).rectangle((400, 380, 592, 410), fill=90)  # the word's ink
+        image.save(path)
+    weak = ReadWord("non-refundable*", (400.0, 380.0, 592.0, 410.0), 0.26, 0)
+
+    [joined] = find_figures(path, [weak])
+    [circle] = find_figures(path, [weak._replace(second_confidence=0.95)])
+
+    assert joined[0] == pytest.approx(400, abs=8)
+    assert circle == pytest.approx((600, 300, 800, 500), abs=8)
+
+
+async def test_a_receipts_line_ends_beside_a_circled_sum_stay_text(
+    engine: TesseractEngine, tmp_path: Path
+) -> None:
+    # sroie-005: "non-refundable*", "You***" and "Again***" end three lines right beside a
+    # handwritten "31.00" circled on the receipt; the circle alone is the figure.
+    path = tmp_path / "sroie-005.png"
+    with Image.open(Path(__file__).parents[2] / "data" / "sroie-005.jpg") as image:
+        image.convert("RGB").save(path)
+
+    page = await read_scan(engine, path)
+
+    text = " ".join(b.text for b in page.blocks if b.label != "figure")
+    assert "non-refund" in text and "You***" in text and "Again***" in text
+    [figure] = [b.bbox_px for b in page.blocks if b.label == "figure"]
+    assert figure[0] > 300  # the circle's left edge, right of the line ends (x 232-342)
