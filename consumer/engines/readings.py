@@ -131,7 +131,7 @@ def best_reading(
     if not is_till_roll(reading.words, width, height):
         return reading
     path, box = cut_column(reading.path, reading.words)
-    if reading.turned:  # a file made by _right_way_up: the column is all that is read now
+    if reading.path != first.path:  # made here (turned, stretched): the column is read now
         Path(reading.path).unlink(missing_ok=True)
     column = reading._replace(path=path, words=in_column(reading.words, box))
     block = read_image(api_for(languages, PSM_SINGLE_BLOCK), path)
