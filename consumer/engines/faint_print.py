@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 from PIL import Image
 
 INK_BELOW_PAPER = 40  # grey levels darker than the paper for a pixel to be ink
@@ -22,12 +23,16 @@ INK_BELOW_PAPER = 40  # grey levels darker than the paper for a pixel to be ink
 FAINT_INK = 128
 
 
+def paper_level(grey: NDArray[np.uint8]) -> int:
+    """The paper's grey level on a grey page: the most common one (a page is mostly paper)."""
+    return int(np.argmax(np.bincount(grey.ravel(), minlength=256)))
+
+
 def faint_ink_level(path: str) -> float | None:
     """The median grey level of the page's ink when it is faint, else None."""
     with Image.open(path) as image:
         grey = np.asarray(image.convert("L"))
-    paper = int(np.argmax(np.bincount(grey.ravel(), minlength=256)))
-    ink = grey[grey < paper - INK_BELOW_PAPER]
+    ink = grey[grey < paper_level(grey) - INK_BELOW_PAPER]
     if ink.size == 0:
         return None
     level = float(np.median(ink))
@@ -39,9 +44,8 @@ def stretched(path: str, ink: float) -> str:
     ``<stem>-stretched.png`` (resolution kept)."""
     with Image.open(path) as image:
         dpi = image.info.get("dpi")
-        grey = np.asarray(image.convert("L"), dtype=np.float32)
-    paper = float(np.argmax(np.bincount(grey.astype(np.uint8).ravel(), minlength=256)))
-    scaled = (grey - ink) * 255.0 / max(paper - ink, 1.0)
+        grey = np.asarray(image.convert("L"))
+    scaled = (grey.astype(np.float32) - ink) * 255.0 / max(paper_level(grey) - ink, 1.0)
     target = Path(path).with_name(f"{Path(path).stem}-stretched.png")
     Image.fromarray(np.clip(scaled, 0, 255).astype(np.uint8)).save(
         target, format="PNG", compress_level=1, **({"dpi": dpi} if dpi else {})

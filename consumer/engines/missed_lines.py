@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
+from ocrq.consumer.engines.faint_print import paper_level
 from ocrq.consumer.engines.line_rereads import ReadsLines, better_line
 from ocrq.consumer.engines.readings import read_words
 from ocrq.consumer.layout.rects import area, clip, union
@@ -84,13 +85,13 @@ def read_missed_lines(
         return list(words)
     with Image.open(image_path) as opened:
         grey = opened.convert("L")
-    placed = list(words)
+    placed, text_height = list(words), _text_height(words)
     for band in missed_bands(grey, words):
         found = _read_band(api, grey, band)
         fresh = [w for w in found if not _covers_read_word(w.box, placed)]
         if not _confident(fresh):  # the second opinion only for a line missed whole
             alone = not _on_a_row(placed, band)
-            fresh = _vouched(second, grey, band, fresh, _text_height(words)) if alone else []
+            fresh = _vouched(second, grey, band, fresh, text_height) if alone else []
         if fresh:
             placed = _placed(placed, fresh, join_rows)
     return placed
@@ -99,7 +100,7 @@ def read_missed_lines(
 def missed_bands(grey: Image.Image, words: Sequence[ReadWord]) -> list[Rect]:
     """Boxes of the bands of rows holding ink of a text's height that no word covers."""
     pixels = np.asarray(grey)  # one byte a pixel: a long till roll's photo is 20-30 MP
-    paper = _paper(pixels)
+    paper = paper_level(pixels)
     ink = (pixels < max(0, paper - INK_LEVELS)) | (pixels > min(255, paper + INK_LEVELS))
     for word in words:
         x0, y0, x1, y1 = (int(v) for v in word.box)
@@ -122,11 +123,6 @@ def missed_bands(grey: Image.Image, words: Sequence[ReadWord]) -> list[Rect]:
 def _text_height(words: Sequence[ReadWord]) -> float:
     """The median height of the words' boxes."""
     return float(median(word.box[3] - word.box[1] for word in words))
-
-
-def _paper(pixels: NDArray[np.uint8]) -> int:
-    """The paper's grey level: the most common one."""
-    return int(np.argmax(np.bincount(pixels.ravel(), minlength=256)))
 
 
 def _runs(flags: NDArray[np.bool_]) -> list[tuple[int, int]]:
