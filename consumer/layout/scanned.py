@@ -72,20 +72,24 @@ def _is_latin1(text: str) -> bool:
 
 def _fallback_glyphs(
     page: pymupdf.Page, lines: list[list[ReadWord]], latin: list[bool]
-) -> list[Any]:
-    """The fallback font's glyph of each character code up to the page's highest, once the
-    font is on the page; none where every line is Latin-1 (the font costs about 50 ms)."""
-    others = [
-        word.text
+) -> dict[str, int]:
+    """The fallback font's glyph of each character of the lines not in Latin-1, once the
+    font is on the page; none where every line is Latin-1 (the font costs about 50 ms).
+
+    The font's own character map gives them: the document's table of widths, asked for up
+    to the page's highest character, took 40 ms for a page of Han (the same glyphs).
+    """
+    chars = {
+        char
         for line, is_latin in zip(lines, latin, strict=True)
         if not is_latin
         for word in line
-    ]
-    if not others:
-        return []
-    xref = page.insert_font(fontname=_FALLBACK_NAME, fontbuffer=_FALLBACK.buffer)
-    highest = max(ord(char) for text in others for char in text)
-    return list(page.parent.get_char_widths(xref, highest + 1))
+        for char in word.text
+    }
+    if not chars:
+        return {}
+    page.insert_font(fontname=_FALLBACK_NAME, fontbuffer=_FALLBACK.buffer)
+    return {char: _FALLBACK.has_glyph(ord(char)) for char in chars}
 
 
 def _size_and_baseline(
@@ -101,7 +105,7 @@ def _size_and_baseline(
 
 
 def _line_operators(
-    line: list[ReadWord], scale: float, page_height: float, glyphs: list[Any] | None
+    line: list[ReadWord], scale: float, page_height: float, glyphs: dict[str, int] | None
 ) -> str:
     """PDF operators writing a line's words invisibly (render mode 3) at the line's size,
     each scaled horizontally to its box.
@@ -143,12 +147,12 @@ def _numbers(values: Sequence[float], places: int | None = None) -> str:
     return " ".join(pymupdf.format_g(v) for v in values)
 
 
-def _encoded(text: str, glyphs: list[Any] | None) -> str:
+def _encoded(text: str, glyphs: dict[str, int] | None) -> str:
     """The text as a TJ array: Latin-1 codes in the base-14 font, glyph numbers (4 hex
     digits) in the embedded fallback font, as PyMuPDF writes them."""
     if glyphs is None:
         return "[<" + "".join(f"{ord(char):02x}" for char in text) + ">]"
-    return "[<" + "".join(f"{glyphs[ord(char)][0]:04x}" for char in text) + ">]"
+    return "[<" + "".join(f"{glyphs[char]:04x}" for char in text) + ">]"
 
 
 def structured_blocks(
