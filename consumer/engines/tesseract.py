@@ -177,7 +177,7 @@ def read_page(
         words = reading.words
         if reading.till_roll or (reading.confidence or 0.0) < DOUBTFUL_PAGE:
             line_api = _api_for(model, PSM_SINGLE_LINE)
-            second = _line_reader if set(model.split("+")) <= LATIN_MODELS else None
+            second = _second_reader(model)
             words = read_missed_lines(line_api, reading.path, words, reading.till_roll, second)
         words, lines_reread = _reread(reading.path, words, model)
         words = on_page(without_edge_marks(words), reading.origin)
@@ -214,14 +214,20 @@ def read_page(
     return page, [Word(text=w.text, box=w.box) for w in words]
 
 
+def _second_reader(model: str) -> LineReader | None:
+    """The second recogniser (PP-OCRv6) for a page read with ``model``, where it has one.
+    Only pages read with Latin models: on a Japanese page PP-OCRv6 wrote the text's full
+    stops and commas in their Japanese forms (CER 8.5 % to 11.1 %)."""
+    return _line_reader if set(model.split("+")) <= LATIN_MODELS else None
+
+
 def _reread(path: str, words: list[ReadWord], model: str) -> tuple[list[ReadWord], int]:
-    """The words with weak lines read again (consumer/engines/line_rereads.py), and how many
-    lines the second reading replaced. Only pages read with Latin models: on a Japanese
-    page PP-OCRv6 wrote the text's full stops and commas in their Japanese forms (CER 8.5 %
-    to 11.1 %)."""
-    if _line_reader is None or not set(model.split("+")) <= LATIN_MODELS:
+    """The words with weak lines read again (consumer/engines/line_rereads.py) by the second
+    recogniser, where the page has one, and how many lines the second reading replaced."""
+    second = _second_reader(model)
+    if second is None:
         return words, 0
-    reread = reread_weak_lines(path, words, _line_reader)
+    reread = reread_weak_lines(path, words, second)
     return reread.words, reread.lines_kept
 
 
