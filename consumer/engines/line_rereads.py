@@ -16,7 +16,8 @@ from difflib import SequenceMatcher
 from functools import reduce
 from typing import NamedTuple, Protocol
 
-from PIL import Image
+import numpy
+from PIL import Image, ImageDraw
 
 from ocrq.consumer.engines.cjk_spacing import has_cjk
 from ocrq.consumer.engines.line_gaps import squeezed, unsqueezed
@@ -50,6 +51,9 @@ LENGTH_RATIO = 2.0
 # ... unless the second is shorter and this sure of a line the first read below WEAK_FIRST.
 SURE_SECOND = 0.9
 WEAK_FIRST = 0.6
+# Another line's word that the line's own words cover by this share of its area is the
+# same ink read twice: it is not painted over in the line's cut (_cut).
+SAME_INK = 0.5
 
 
 class ReadsLines(Protocol):
@@ -75,21 +79,24 @@ def reread_weak_lines(image_path: str, words: Sequence[ReadWord], reader: ReadsL
     with Image.open(image_path) as opened:
         image = opened.convert("RGB")
     for i in weak:
-        better = reread_line(lines[i], image, reader)
+        others = [word.box for j, line in enumerate(lines) if j != i for word in line]
+        better = reread_line(lines[i], image, reader, others)
         if better is not None:
             lines[i], kept = better, kept + 1
     return Reread([word for line in lines for word in line], len(weak), kept)
 
 
 def reread_line(
-    line: list[ReadWord], image: Image.Image, reader: ReadsLines
+    line: list[ReadWord], image: Image.Image, reader: ReadsLines, others: Sequence[Rect] = ()
 ) -> list[ReadWord] | None:
     """The line as the second reading leaves it, [] where it is not text; None: the first
     reading stands. Of a line found not to be text, the words taller than its cut (left
-    out of it) are read on their own: beside a dashed rule, "TAX INVOICE" can be text."""
+    out of it) are read on their own: beside a dashed rule, "TAX INVOICE" can be text.
+    The words of other lines (``others``, boxes) are painted over in the cut (``_cut``)."""
     text = _text_box(line)
     x0, y0, x1, y1 = (round(v) for v in _padded(text, *image.size))
-    squeeze = squeezed(image.crop((x0, y0, x1, y1)), [w.box for w in line], x0, text[3] - text[1])
+    shown = _cut(image, (x0, y0, x1, y1), text, [w.box for w in line], others)
+    squeeze = squeezed(shown, [w.box for w in line], x0, text[3] - text[1])
     second = unsqueezed(reader.read(squeeze.image), squeeze)
     if not not_text(line, second):
         return better_line(line, second, x0)
@@ -97,8 +104,55 @@ def reread_line(
     taller = [word for word in line if word not in cut]
     if not taller:
         return []
-    again = reread_line(taller, image, reader)
+    again = reread_line(taller, image, reader, others)
     return taller if again is None else again
+
+
+def _cut(
+    image: Image.Image,
+    box: tuple[int, int, int, int],
+    text: Rect,
+    own: Sequence[Rect],
+    others: Sequence[Rect],
+) -> Image.Image:
+    """The line's cut (``box``) from the page, with the words of other lines whose centre is
+    inside the line's ``text`` box painted over in the cut's paper colour.
+
+    Tesseract may put a row's words on two lines (a form's columns: 160F's "8 1. cotisations
+    sociales" came as "el . 4" on one line and "c otisations sociales" on another), and the
+    box of one then spans the other's words: read again, they were written twice. A word
+    that the line's own words cover by half or more is left (the same ink read twice), and
+    where the boxes meet, the line's own words keep their ink. Only centres inside the text
+    box count: a word of the next line reaching into the cut's margin is not painted over
+    (on SROIE 000 that turned which of a barcode's two noise readings went).
+    """
+    original = image.crop(box)
+    crop = original.copy()
+    x0, y0, _, _ = box
+    hidden = [
+        other
+        for other in others
+        if text[0] <= (other[0] + other[2]) / 2 <= text[2]
+        and text[1] <= (other[1] + other[3]) / 2 <= text[3]
+        and sum(_shared_area(other, word) for word in own) < SAME_INK * _area(other)
+    ]
+    if hidden:
+        paper = tuple(int(v) for v in numpy.percentile(numpy.asarray(crop), 90, axis=(0, 1)))
+        draw = ImageDraw.Draw(crop)
+        for a, b, c, d in hidden:
+            draw.rectangle((a - x0, b - y0, c - x0 - 1, d - y0 - 1), fill=paper)
+        for left, top, right, bottom in own:
+            at = (round(left - x0), round(top - y0))
+            crop.paste(original.crop((*at, round(right - x0), round(bottom - y0))), at)
+    return crop
+
+
+def _shared_area(a: Rect, b: Rect) -> float:
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _area(box: Rect) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 
 
 def weakest_lines(lines: list[list[ReadWord]]) -> list[int]:

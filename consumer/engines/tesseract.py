@@ -12,9 +12,10 @@ is detected (Tesseract's OSD model) and chooses the model: Cyrillic pages are re
 Russian, Japanese ones as Japanese. A page scanned askew is straightened first
 (straighten.py); a weak reading gets a second opinion, turned over or, on a receipt, as one
 block, a receipt on a sheet on its own column (readings.py, receipt_column.py); lines a
-doubtful reading missed are read alone (missed_lines.py), rules and edges read as "|" at a
-line's ends are dropped (edge_marks.py), and weak lines are read again by PP-OCRv6, the
-surer reading kept (line_rereads.py). A page in a script no shipped model reads, or read
+doubtful reading missed are read alone (missed_lines.py), dots and accents read as a line of
+their own are dropped (detached_marks.py), rules and edges read as "|" at a line's ends
+are dropped (edge_marks.py), and weak lines are read again by PP-OCRv6, the surer reading
+kept (line_rereads.py). A page in a script no shipped model reads, or read
 with low confidence, carries a warning in its result and a visible note at the top of its
 Markdown (consumer/doubts.py) instead of passing as clean.
 """
@@ -32,6 +33,7 @@ from PIL import Image
 from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.engines.cjk_spacing import unspaced_block
 from ocrq.consumer.engines.cpu import Call, CpuEngine, usable_cores
+from ocrq.consumer.engines.detached_marks import without_detached_marks
 from ocrq.consumer.engines.edge_marks import without_edge_marks
 from ocrq.consumer.engines.line_reader import LineReader
 from ocrq.consumer.engines.line_rereads import reread_weak_lines
@@ -179,7 +181,7 @@ def read_page(
             line_api = _api_for(model, PSM_SINGLE_LINE)
             second = _second_reader(model)
             words = read_missed_lines(line_api, reading.path, words, reading.till_roll, second)
-        words, lines_reread = _reread(reading.path, words, model)
+        words, lines_reread = _reread(reading.path, without_detached_marks(words), model)
         words = on_page(without_edge_marks(words), reading.origin)
         # A till roll is lines of text, rules and stamps: the layout model, made for pages,
         # turned its rows into broken tables and its totals into figures (on 30 receipts,

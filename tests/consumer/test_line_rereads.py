@@ -391,3 +391,66 @@ def has_ink(grey: Image.Image, box: tuple[float, float, float, float]) -> bool:
     crop = grey.crop((round(box[0]), round(box[1]), round(box[2]), round(box[3])))
     darkest, _ = crop.getextrema()
     return bool(darkest < 128)
+
+
+def form_row(tmp_path: Path) -> tuple[str, list[ReadWord], list[ReadWord]]:
+    """A form's row rendered at 150 DPI, read as Tesseract read 160F's: the words at the
+    row's two ends on one (weak) line, the words between them on a line of their own."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=560, height=60)
+    page.insert_text((10, 36), "fiduciaire", fontsize=12, fontname="helv")
+    page.insert_text((180, 40), "cotisations sociales", fontsize=12, fontname="helv")
+    page.insert_text((400, 36), "personne", fontsize=12, fontname="helv")
+    scale = 150 / 72
+    boxes = {w[4]: tuple(v * scale for v in w[:4]) for w in page.get_text("words")}
+    target = tmp_path / "row.png"
+    page.get_pixmap(dpi=150).save(target)
+    ends = [
+        ReadWord("fiduclaire", boxes["fiduciaire"], 0.6, 0),
+        ReadWord("persorne", boxes["personne"], 0.6, 0),
+    ]
+    between = [ReadWord(text, boxes[text], 0.97, 1) for text in ("cotisations", "sociales")]
+    return str(target), ends, between
+
+
+def test_a_weak_lines_cut_leaves_out_another_lines_words_between_its_own(
+    reader: LineReader, tmp_path: Path
+) -> None:
+    # 160F: "el . 4 1) fiduciaire ..." was one line and "cotisations sociales" another;
+    # the first line's cut spans the second's words, which its re-read wrote a second time.
+    image, ends, between = form_row(tmp_path)
+
+    reread = reread_weak_lines(image, [*ends, *between], reader)
+
+    assert reread.lines_kept == 1
+    assert [w.text for w in reread.words] == [
+        "fiduciaire",
+        "personne",
+        "cotisations",
+        "sociales",
+    ]
+
+
+def test_where_another_lines_word_meets_the_lines_own_the_own_word_keeps_its_ink(
+    tmp_path: Path,
+) -> None:
+    image, ends, between = form_row(tmp_path)
+    # Another line's box that covers a corner of "fiduciaire" (the rest is blank paper).
+    corner = ReadWord("x", (ends[0].box[0] + 30, 40.0, ends[0].box[2] + 60, 90.0), 0.97, 2)
+    shown: list[Image.Image] = []
+
+    class Shown:
+        def read(self, line: Image.Image) -> LineText:
+            shown.append(line.copy())
+            return LineText([], [], [])
+
+    reread_weak_lines(image, [*ends, corner, *between], Shown())
+
+    def ink(picture: Image.Image) -> int:
+        return sum(picture.convert("L").point(lambda v: 255 if v < 128 else 0).histogram()[255:])
+
+    with Image.open(image) as page:
+        own = sum(ink(page.crop(tuple(round(v) for v in word.box))) for word in ends)
+    [cut] = shown
+    # The cut shows all of the line's own ink, and none of "cotisations sociales".
+    assert own > 0 and ink(cut) == own
