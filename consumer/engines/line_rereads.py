@@ -136,7 +136,7 @@ def _cut(
         and text[1] <= (other[1] + other[3]) / 2 <= text[3]
         and sum(_shared_area(other, word) for word in own) < SAME_INK * _area(other)
     ]
-    if hidden:
+    if hidden and crop.width and crop.height:
         paper = tuple(int(v) for v in numpy.percentile(numpy.asarray(crop), 90, axis=(0, 1)))
         draw = ImageDraw.Draw(crop)
         for a, b, c, d in hidden:
