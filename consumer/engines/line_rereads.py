@@ -51,8 +51,8 @@ LENGTH_RATIO = 2.0
 # ... unless the second is shorter and this sure of a line the first read below WEAK_FIRST.
 SURE_SECOND = 0.9
 WEAK_FIRST = 0.6
-# Another line's word that the line's own words cover by this share of its area is the
-# same ink read twice: it is not painted over in the line's cut (_cut).
+# An own word with this share of its area inside another line's word is that word's ink
+# read into the line (a dot of its "i"): it does not keep the other word in the cut (_cut).
 SAME_INK = 0.5
 
 
@@ -92,7 +92,7 @@ def reread_line(
     """The line as the second reading leaves it, [] where it is not text; None: the first
     reading stands. Of a line found not to be text, the words taller than its cut (left
     out of it) are read on their own: beside a dashed rule, "TAX INVOICE" can be text.
-    The words of other lines (``others``, boxes) are painted over in the cut (``_cut``)."""
+    Words of other lines (``others``, boxes) between the line's own are painted over (``_cut``)."""
     text = _text_box(line)
     x0, y0, x1, y1 = (round(v) for v in _padded(text, *image.size))
     shown = _cut(image, (x0, y0, x1, y1), text, [w.box for w in line], others)
@@ -115,27 +115,22 @@ def _cut(
     own: Sequence[Rect],
     others: Sequence[Rect],
 ) -> Image.Image:
-    """The line's cut (``box``) from the page, with the words of other lines whose centre is
-    inside the line's ``text`` box painted over in the cut's paper colour.
+    """The line's cut (``box``) from the page, with the words of other lines that sit in a
+    gap between its own words painted over in the cut's paper colour.
 
     Tesseract may put a row's words on two lines (a form's columns: 160F's "8 1. cotisations
     sociales" came as "el . 4" on one line and "c otisations sociales" on another), and the
-    box of one then spans the other's words: read again, they were written twice. A word
-    that the line's own words cover by half or more is left (the same ink read twice), and
-    where the boxes meet, the line's own words keep their ink. Only centres inside the text
-    box count: a word of the next line reaching into the cut's margin is not painted over
-    (on SROIE 000 that turned which of a barcode's two noise readings went).
+    box of one then spans the other's words: read again, they were written twice. Such a
+    word has its centre inside the line's ``text`` box and shares no column with the line's
+    own words (but for marks of its own ink read into the line, mostly inside it). A word of
+    the next line under the line's words is left as it was: painted over on SROIE 005, the
+    cut of "***Thank You***" over a circled sum read surer as "Thank You 31-00", its
+    asterisks lost. Where the boxes meet, the line's own words keep their ink.
     """
     original = image.crop(box)
     crop = original.copy()
     x0, y0, _, _ = box
-    hidden = [
-        other
-        for other in others
-        if text[0] <= (other[0] + other[2]) / 2 <= text[2]
-        and text[1] <= (other[1] + other[3]) / 2 <= text[3]
-        and sum(_shared_area(other, word) for word in own) < SAME_INK * _area(other)
-    ]
+    hidden = [other for other in others if _in_a_gap(other, text, own)]
     if hidden and crop.width and crop.height:
         paper = tuple(int(v) for v in numpy.percentile(numpy.asarray(crop), 90, axis=(0, 1)))
         draw = ImageDraw.Draw(crop)
@@ -145,6 +140,20 @@ def _cut(
             at = (round(left - x0), round(top - y0))
             crop.paste(original.crop((*at, round(right - x0), round(bottom - y0))), at)
     return crop
+
+
+def _in_a_gap(other: Rect, text: Rect, own: Sequence[Rect]) -> bool:
+    """True for a word whose centre is inside the line's text box and whose columns no own
+    word shares, own words mostly inside it (the same ink) aside."""
+    cx, cy = (other[0] + other[2]) / 2, (other[1] + other[3]) / 2
+    if not (text[0] <= cx <= text[2] and text[1] <= cy <= text[3]):
+        return False
+    return not any(
+        word[0] < other[2]
+        and other[0] < word[2]
+        and _shared_area(word, other) < SAME_INK * _area(word)
+        for word in own
+    )
 
 
 def _shared_area(a: Rect, b: Rect) -> float:

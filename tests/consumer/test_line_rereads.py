@@ -446,11 +446,52 @@ def test_where_another_lines_word_meets_the_lines_own_the_own_word_keeps_its_ink
 
     reread_weak_lines(image, [*ends, corner, *between], Shown())
 
-    def ink(picture: Image.Image) -> int:
-        return sum(picture.convert("L").point(lambda v: 255 if v < 128 else 0).histogram()[255:])
-
     with Image.open(image) as page:
         own = sum(ink(page.crop(tuple(round(v) for v in word.box))) for word in ends)
     [cut] = shown
     # The cut shows all of the line's own ink, and none of "cotisations sociales".
     assert own > 0 and ink(cut) == own
+
+
+def ink(picture: Image.Image) -> int:
+    """The dark pixels of a picture."""
+    return sum(picture.convert("L").point(lambda v: 255 if v < 128 else 0).histogram()[255:])
+
+
+def test_the_next_lines_words_under_a_tall_lines_own_stay_in_its_cut(tmp_path: Path) -> None:
+    # SROIE 005: a circled sum beside "***Thank You***" made the line's box tall enough to
+    # take in the next line's words. Painted over, PP-OCRv6 read the line surer and without
+    # its asterisks: under the line's own words, nothing is painted.
+    doc = pymupdf.open()
+    page = doc.new_page(width=400, height=80)
+    page.insert_text((10, 30), "Thank You", fontsize=12, fontname="helv")
+    page.insert_text((10, 50), "Please Come", fontsize=12, fontname="helv")
+    scale = 150 / 72
+    boxes = {w[4]: tuple(v * scale for v in w[:4]) for w in page.get_text("words")}
+    path = tmp_path / "receipt.png"
+    page.get_pixmap(dpi=150).save(path)
+    sum_box = (270 * scale, 15 * scale, 330 * scale, 65 * scale)  # the circled sum (no ink)
+    line = [
+        ReadWord("Thank", boxes["Thank"], 0.5, 0),
+        ReadWord("You", boxes["You"], 0.5, 0),
+        ReadWord("3", (sum_box[0], sum_box[1], sum_box[0] + 40, sum_box[3]), 0.3, 0),
+        ReadWord(").a0", (sum_box[0] + 50, sum_box[1], sum_box[2], sum_box[3]), 0.3, 0),
+    ]
+    below = [ReadWord(text, boxes[text], 0.97, 1) for text in ("Please", "Come")]
+    shown: list[Image.Image] = []
+
+    class Shown:
+        def read(self, line: Image.Image) -> LineText:
+            shown.append(line.copy())
+            return LineText([], [], [])
+
+    reread_weak_lines(str(path), [*line, *below], Shown())
+
+    with Image.open(path) as image:
+        own, theirs = (
+            sum(ink(image.crop(tuple(round(v) for v in w.box))) for w in words)
+            for words in (line[:2], below)
+        )
+    [cut] = shown
+    assert own > 0 and theirs > 0
+    assert ink(cut) == own + theirs  # the next line's ink is all there, as on the page
