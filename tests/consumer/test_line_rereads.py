@@ -393,18 +393,31 @@ def has_ink(grey: Image.Image, box: tuple[float, float, float, float]) -> bool:
     return bool(darkest < 128)
 
 
+Box = tuple[float, float, float, float]
+
+
+def rendered_words(
+    target: Path, size: tuple[float, float], *placed: tuple[tuple[float, float], str]
+) -> dict[str, Box]:
+    """Texts drawn at their points (12 pt Helvetica) on a page of ``size`` points, saved at
+    150 DPI to ``target``; each word's box in its pixels."""
+    page = pymupdf.open().new_page(width=size[0], height=size[1])
+    for point, text in placed:
+        page.insert_text(point, text, fontsize=12, fontname="helv")
+    page.get_pixmap(dpi=150).save(target)
+    scale = 150 / 72
+    return {
+        w[4]: (w[0] * scale, w[1] * scale, w[2] * scale, w[3] * scale)
+        for w in page.get_text("words")
+    }
+
+
 def form_row(tmp_path: Path) -> tuple[str, list[ReadWord], list[ReadWord]]:
     """A form's row rendered at 150 DPI, read as Tesseract read 160F's: the words at the
     row's two ends on one (weak) line, the words between them on a line of their own."""
-    doc = pymupdf.open()
-    page = doc.new_page(width=560, height=60)
-    page.insert_text((10, 36), "fiduciaire", fontsize=12, fontname="helv")
-    page.insert_text((180, 40), "cotisations sociales", fontsize=12, fontname="helv")
-    page.insert_text((400, 36), "personne", fontsize=12, fontname="helv")
-    scale = 150 / 72
-    boxes = {w[4]: tuple(v * scale for v in w[:4]) for w in page.get_text("words")}
     target = tmp_path / "row.png"
-    page.get_pixmap(dpi=150).save(target)
+    placed = (((10, 36), "fiduciaire"), ((180, 40), "cotisations sociales"))
+    boxes = rendered_words(target, (560, 60), *placed, ((400, 36), "personne"))
     ends = [
         ReadWord("fiduclaire", boxes["fiduciaire"], 0.6, 0),
         ReadWord("persorne", boxes["personne"], 0.6, 0),
@@ -431,24 +444,29 @@ def test_a_weak_lines_cut_leaves_out_another_lines_words_between_its_own(
     ]
 
 
+class Cuts:
+    """A second recogniser that keeps the cuts it is shown and reads nothing in them."""
+
+    def __init__(self) -> None:
+        self.shown: list[Image.Image] = []
+
+    def read(self, line: Image.Image) -> LineText:
+        self.shown.append(line.copy())
+        return LineText([], [], [])
+
+
 def test_where_another_lines_word_meets_the_lines_own_the_own_word_keeps_its_ink(
     tmp_path: Path,
 ) -> None:
     image, ends, between = form_row(tmp_path)
     # Another line's box that covers a corner of "fiduciaire" (the rest is blank paper).
     corner = ReadWord("x", (ends[0].box[0] + 30, 40.0, ends[0].box[2] + 60, 90.0), 0.97, 2)
-    shown: list[Image.Image] = []
-
-    class Shown:
-        def read(self, line: Image.Image) -> LineText:
-            shown.append(line.copy())
-            return LineText([], [], [])
-
-    reread_weak_lines(image, [*ends, corner, *between], Shown())
+    cuts = Cuts()
+    reread_weak_lines(image, [*ends, corner, *between], cuts)
 
     with Image.open(image) as page:
         own = sum(ink(page.crop(tuple(round(v) for v in word.box))) for word in ends)
-    [cut] = shown
+    [cut] = cuts.shown
     # The cut shows all of the line's own ink, and none of "cotisations sociales".
     assert own > 0 and ink(cut) == own
 
@@ -462,14 +480,9 @@ def test_the_next_lines_words_under_a_tall_lines_own_stay_in_its_cut(tmp_path: P
     # SROIE 005: a circled sum beside "***Thank You***" made the line's box tall enough to
     # take in the next line's words. Painted over, PP-OCRv6 read the line surer and without
     # its asterisks: under the line's own words, nothing is painted.
-    doc = pymupdf.open()
-    page = doc.new_page(width=400, height=80)
-    page.insert_text((10, 30), "Thank You", fontsize=12, fontname="helv")
-    page.insert_text((10, 50), "Please Come", fontsize=12, fontname="helv")
-    scale = 150 / 72
-    boxes = {w[4]: tuple(v * scale for v in w[:4]) for w in page.get_text("words")}
     path = tmp_path / "receipt.png"
-    page.get_pixmap(dpi=150).save(path)
+    boxes = rendered_words(path, (400, 80), ((10, 30), "Thank You"), ((10, 50), "Please Come"))
+    scale = 150 / 72
     sum_box = (270 * scale, 15 * scale, 330 * scale, 65 * scale)  # the circled sum (no ink)
     line = [
         ReadWord("Thank", boxes["Thank"], 0.5, 0),
@@ -478,20 +491,14 @@ def test_the_next_lines_words_under_a_tall_lines_own_stay_in_its_cut(tmp_path: P
         ReadWord(").a0", (sum_box[0] + 50, sum_box[1], sum_box[2], sum_box[3]), 0.3, 0),
     ]
     below = [ReadWord(text, boxes[text], 0.97, 1) for text in ("Please", "Come")]
-    shown: list[Image.Image] = []
-
-    class Shown:
-        def read(self, line: Image.Image) -> LineText:
-            shown.append(line.copy())
-            return LineText([], [], [])
-
-    reread_weak_lines(str(path), [*line, *below], Shown())
+    cuts = Cuts()
+    reread_weak_lines(str(path), [*line, *below], cuts)
 
     with Image.open(path) as image:
         own, theirs = (
             sum(ink(image.crop(tuple(round(v) for v in w.box))) for w in words)
             for words in (line[:2], below)
         )
-    [cut] = shown
+    [cut] = cuts.shown
     assert own > 0 and theirs > 0
     assert ink(cut) == own + theirs  # the next line's ink is all there, as on the page
