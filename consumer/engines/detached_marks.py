@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import median
 
+from ocrq.consumer.layout.rects import centre_inside
+from ocrq.consumer.layout.structure import Rect
 from ocrq.consumer.layout.words import ReadWord
 
 # A mark is at most this high, of the page's median word height (an i's dot, an accent;
@@ -40,13 +42,11 @@ def without_detached_marks(words: Sequence[ReadWord]) -> list[ReadWord]:
 
 def _on_a_word(mark: ReadWord, sure: Sequence[ReadWord], height: float) -> bool:
     """True for a short, low mark whose centre lies on the top of a sure word of another line."""
-    x0, y0, x1, y1 = mark.box
-    if len(mark.text.strip()) > MARK_CHARS or y1 - y0 > MARK_HEIGHT * height:
+    if len(mark.text.strip()) > MARK_CHARS or mark.box[3] - mark.box[1] > MARK_HEIGHT * height:
         return False
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    return any(
-        word.line != mark.line
-        and word.box[0] <= cx <= word.box[2]
-        and word.box[1] <= cy <= word.box[1] + TOP_SHARE * (word.box[3] - word.box[1])
-        for word in sure
-    )
+    return any(word.line != mark.line and centre_inside(mark.box, _top(word.box)) for word in sure)
+
+
+def _top(box: Rect) -> Rect:
+    """The top TOP_SHARE of a box, where a word's dots and accents are."""
+    return (box[0], box[1], box[2], box[1] + TOP_SHARE * (box[3] - box[1]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ocrq.consumer.engines.detached_marks import without_detached_marks
 from ocrq.consumer.layout.words import ReadWord
 
@@ -42,39 +44,39 @@ def test_dots_and_accents_read_as_a_line_above_their_words_are_dropped() -> None
     assert kept == [SUPERSCRIPT, *ROW]
 
 
-def test_a_full_stop_ending_the_line_above_is_kept() -> None:
+KEPT = {
     # issue16538 (Japanese, tight lines): the full stop at a line's end sits just above a
     # word of the next line, outside that word's box.
-    stop = word(".", (793, 315, 796, 317), 0.91, 1)
-    below = word("取引", (776, 327, 867, 349), 0.95, 2)
-
-    assert without_detached_marks([stop, below]) == [stop, below]
-
-
-def test_a_colon_read_on_a_line_of_its_own_is_kept() -> None:
-    # A colon's centre is at mid-height of the words beside it, not at their top.
-    label = word("Cashier", (40, 300, 100, 314), 0.95, 8)
-    colon = word(":", (110, 303, 112, 311), 0.78, 9)
-    value = word("MANIS", (120, 300, 170, 314), 0.95, 8)
-    inside = word(":", (60, 306, 62, 308), 0.6, 9)  # inside a word, below its top quarter
-
-    assert without_detached_marks([label, colon, value, inside]) == [label, colon, value, inside]
-
-
-def test_a_mark_on_a_word_read_without_confidence_is_kept() -> None:
+    "a full stop ending the line above": [
+        word(".", (793, 315, 796, 317), 0.91, 1),
+        word("取引", (776, 327, 867, 349), 0.95, 2),
+    ],
+    # A colon's centre is at mid-height of the words beside it, not at their top; inside a
+    # word, below its top quarter, it is kept too.
+    "a colon read on a line of its own": [
+        word("Cashier", (40, 300, 100, 314), 0.95, 8),
+        word(":", (110, 303, 112, 311), 0.78, 9),
+        word("MANIS", (120, 300, 170, 314), 0.95, 8),
+        word(":", (60, 306, 62, 308), 0.6, 9),
+    ],
     # The word under it may be the misreading: nothing says the mark is its ink.
-    weak = word("Santc", (1081, 883, 1123, 895), 0.5, 41)
-    accent = word("'", (1118, 883, 1121, 885), 0.3, 40)
-
-    assert without_detached_marks([accent, weak]) == [accent, weak]
-
-
-def test_a_mark_on_its_own_lines_word_is_kept() -> None:
+    "a mark on a word read without confidence": [
+        word("'", (1118, 883, 1121, 885), 0.3, 40),
+        word("Santc", (1081, 883, 1123, 895), 0.5, 41),
+    ],
     # Tesseract's own word splits ("l" "." in one line) are not another line's ink.
-    name = word("Nationale", (982, 883, 1051, 895), 0.96, 41)
-    dot = word(".", (1008, 883, 1010, 885), 0.8, 41)
+    "a mark on its own line's word": [
+        word("Nationale", (982, 883, 1051, 895), 0.96, 41),
+        word(".", (1008, 883, 1010, 885), 0.8, 41),
+    ],
+}
 
-    assert without_detached_marks([name, dot]) == [name, dot]
+
+@pytest.mark.parametrize("page", KEPT.values(), ids=KEPT.keys())
+def test_marks_that_are_not_a_sure_words_ink_on_another_line_are_kept(
+    page: list[ReadWord],
+) -> None:
+    assert without_detached_marks(page) == page
 
 
 def test_a_page_without_words_is_empty() -> None:
