@@ -14,8 +14,9 @@ Russian, Japanese ones as Japanese. A page scanned askew is straightened first
 block, a receipt on a sheet on its own column (readings.py, receipt_column.py); lines a
 doubtful reading missed are read alone (missed_lines.py), dots and accents read as a line of
 their own are dropped (detached_marks.py), rules and edges read as "|" at a line's ends
-are dropped (edge_marks.py), and weak lines are read again by PP-OCRv6, the surer reading
-kept (line_rereads.py). A page in a script no shipped model reads, or read
+are dropped (edge_marks.py), weak lines are read again by PP-OCRv6, the surer reading
+kept (line_rereads.py), and numbers read without their decimal point get it back where the
+pixels show it (decimal_points.py). A page in a script no shipped model reads, or read
 with low confidence, carries a warning in its result and a visible note at the top of its
 Markdown (consumer/doubts.py) instead of passing as clean.
 """
@@ -33,6 +34,7 @@ from PIL import Image
 from ocrq.consumer.engines.base import PageImage, Word
 from ocrq.consumer.engines.cjk_spacing import unspaced_block
 from ocrq.consumer.engines.cpu import Call, CpuEngine, usable_cores
+from ocrq.consumer.engines.decimal_points import with_decimal_points
 from ocrq.consumer.engines.detached_marks import without_detached_marks
 from ocrq.consumer.engines.edge_marks import without_edge_marks
 from ocrq.consumer.engines.line_reader import LineReader
@@ -182,6 +184,7 @@ def read_page(
             second = _second_reader(model)
             words = read_missed_lines(line_api, reading.path, words, reading.till_roll, second)
         words, lines_reread = _reread(reading.path, without_detached_marks(words), model)
+        words = with_decimal_points(reading.path, words)
         words = on_page(without_edge_marks(words), reading.origin)
         # A till roll is lines of text, rules and stamps: the layout model, made for pages,
         # turned its rows into broken tables and its totals into figures (on 30 receipts,

@@ -1,0 +1,166 @@
+"""Decimal points a reading dropped from a number come back where the pixels show them."""
+
+# PyMuPDF ships partial annotations: its constructors and methods are untyped.
+# mypy: disable-error-code="no-untyped-call"
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy
+import pymupdf
+import pytest
+from PIL import Image, ImageDraw
+from support.tesseract_scans import png_page, running_tesseract
+
+from ocrq.consumer.engines.decimal_points import with_decimal_points
+from ocrq.consumer.engines.readings import read_image
+from ocrq.consumer.engines.tesseract import TesseractEngine, tessdata_dir
+from ocrq.consumer.layout.words import ReadWord
+
+DPI = 150
+# A results table's row in 9 pt Times at 150 DPI: Tesseract reads its last two numbers as
+# "34 12", their points two pixels each.
+GAINS = "Gain 1.3 1.7 2.3 1.4 2.5 3.4 1.2"
+
+
+def rendered(
+    tmp_path: Path, *lines: str, size: float = 9, font: str = "tiro"
+) -> tuple[str, pymupdf.Document]:
+    """The lines in Times (or ``font``) at 150 DPI (a PNG) and the page they were drawn on."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    for number, line in enumerate(lines):
+        page.insert_text((60, 80 + number * size * 1.8), line, fontsize=size, fontname=font)
+    path = tmp_path / "page.png"
+    page.get_pixmap(dpi=DPI).save(str(path))
+    return str(path), doc
+
+
+def read_as(doc: pymupdf.Document, printed: str, text: str, line: int = 0) -> ReadWord:
+    """A word read as ``text`` over the pixels where ``printed`` is drawn (the first match)."""
+    rect = doc[0].search_for(printed)[0] * (DPI / 72)
+    box = (float(rect.x0), float(rect.y0), float(rect.x1), float(rect.y1))
+    return ReadWord(text, box, 0.9, line)
+
+
+def test_a_tables_points_tesseract_dropped_come_back(tmp_path: Path) -> None:
+    from tesserocr import PyTessBaseAPI
+
+    path, _ = rendered(tmp_path, GAINS)
+    with PyTessBaseAPI(path=tessdata_dir(), lang="eng+fra") as api:
+        words = read_image(api, path).words
+
+    texts = [word.text for word in with_decimal_points(path, words)]
+
+    assert texts == GAINS.split(), [w.text for w in words]
+
+
+@pytest.fixture(scope="module")
+def plain_engine() -> Iterator[TesseractEngine]:
+    """The engine with OCRQ_LOCAL_REREAD off: the re-read reads this module's row right on
+    its own, so only this step can mend it there."""
+    with running_tesseract(workers=1, reread=False) as engine:
+        yield engine
+
+
+async def test_the_engine_writes_a_point_back_that_its_reading_dropped(
+    plain_engine: TesseractEngine, tmp_path: Path
+) -> None:
+    path, _ = rendered(tmp_path, "Method Speedup", GAINS)  # Tesseract reads 1.4 as "14"
+
+    [page] = (await plain_engine.recognise([png_page(Path(path))])).pages
+
+    assert page.markdown is not None
+    assert "1.4" in page.markdown.split(), page.markdown
+
+
+def test_a_receipts_amount_gets_its_point_where_the_page_has_two_places(tmp_path: Path) -> None:
+    path, doc = rendered(tmp_path, "Total 80.91", "Rounding 0.01", size=10)
+    words = [read_as(doc, "80.91", "8091"), read_as(doc, "0.01", "0.01", line=1)]
+
+    assert [w.text for w in with_decimal_points(path, words)] == ["80.91", "0.01"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "printed", "read"),
+    [
+        # No number on the page has a point: nothing says this one had.
+        (["Total 80.91"], "80.91", "8091"),
+        # The point would leave one place where the page's numbers have two.
+        (["Tax 15.00 20.00", "Rate 76.6"], "76.6", "766"),
+        # A colon's lower dot is on the baseline too.
+        (["Time 12:30 Tax 15.00"], "12:30", "1230"),
+        # A hyphen sits at mid height, and so does a middle dot, as small as a point.
+        (["Code 12-30 Tax 15.00"], "12-30", "1230"),
+        (["Code 12\u00b730 Tax 15.00"], "12\u00b730", "1230"),
+        # Digits without a mark between them.
+        (["Year 2018 Tax 15.00"], "2018", "2018"),
+    ],
+)
+def test_no_point_is_added_without_a_point_on_the_baseline_and_the_pages_places(
+    tmp_path: Path, lines: list[str], printed: str, read: str
+) -> None:
+    path, doc = rendered(tmp_path, *lines, size=10)
+    others = [
+        ReadWord(word, (0.0, 0.0, 1.0, 1.0), 0.9, 1)
+        for word in " ".join(lines).split()
+        if word != printed
+    ]
+    word = read_as(doc, printed, read)
+
+    assert with_decimal_points(path, [word, *others])[0].text == read
+
+
+def test_a_speck_among_broken_and_joined_digits_is_no_point(tmp_path: Path) -> None:
+    # Faint print as on a receipt's postcode: one "0" broken in two, "00" run together and a
+    # speck on the baseline between them make five blots for five digits.
+    path, doc = rendered(tmp_path, "Postcode 40300", "Tax 15.00", size=14, font="cour")
+    word = read_as(doc, "40300", "40300")
+    x, y = round(word.box[0]), round(word.box[1])
+    with Image.open(path) as opened:
+        image = opened.convert("RGB")
+    digits = ink_blots(image.crop((x, y, round(word.box[2]), round(word.box[3]))))
+    zero, three, end = digits[1], digits[2], digits[4]
+    assert len(digits) == 5 and three[0] - (zero[0] + zero[2]) >= 4  # room for a speck
+    foot = y + zero[1] + zero[3] - 1
+    draw = ImageDraw.Draw(image)
+    draw.line((x + zero[0] + zero[2] // 2, y, x + zero[0] + zero[2] // 2, foot), "white", 2)
+    gap = x + (zero[0] + zero[2] + three[0]) // 2
+    draw.rectangle((gap - 1, foot - 1, gap, foot), fill="black")
+    joined = x + digits[3][0] + digits[3][2] - 2, foot - 8, x + end[0] + 2, foot - 6
+    draw.rectangle(joined, fill="black")
+    image.save(path)
+
+    read = with_decimal_points(path, [word, ReadWord("15.00", (0, 0, 1, 1), 0.9, 1)])
+
+    assert read[0].text == "40300"
+
+
+def test_a_speck_that_touches_a_digits_box_is_no_point(tmp_path: Path) -> None:
+    # A serif "1"'s foot broken off its stem (SROIE 379's "100") lies on the baseline too,
+    # but against the digit: a point stands clear of both its neighbours.
+    path, doc = rendered(tmp_path, "Rate 760", "Tax 15.00", size=14, font="cour")
+    word = read_as(doc, "760", "760")
+    x, y = round(word.box[0]), round(word.box[1])
+    with Image.open(path) as opened:
+        image = opened.convert("RGB")
+    seven = ink_blots(image.crop((x, y, round(word.box[2]), round(word.box[3]))))[0]
+    right, foot = x + seven[0] + seven[2], y + seven[1] + seven[3] - 1
+    ImageDraw.Draw(image).rectangle((right - 1, foot - 1, right, foot), fill="black")
+    image.save(path)
+
+    read = with_decimal_points(path, [word, ReadWord("15.00", (0, 0, 1, 1), 0.9, 1)])
+
+    assert read[0].text == "760"
+
+
+def ink_blots(crop: Image.Image) -> list[tuple[int, int, int, int]]:
+    """The crop's blots of ink left to right: x, y, width, height."""
+    import cv2
+
+    grey = numpy.asarray(crop.convert("L"))
+    _, ink = cv2.threshold(grey, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
+    count, _, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
+    return sorted((int(a), int(b), int(c), int(d)) for a, b, c, d, _ in stats[1:count])
