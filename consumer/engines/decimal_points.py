@@ -47,7 +47,7 @@ def with_decimal_points(image_path: str, words: Sequence[ReadWord]) -> list[Read
         grey = numpy.asarray(opened.convert("L"))
     out = list(words)
     for i in candidates:
-        at = point_position(grey, words[i])
+        at = _point_position(grey, words[i])
         if at is not None and len(words[i].text) - at in counts:
             text = words[i].text
             out[i] = words[i]._replace(text=f"{text[:at]}{separator}{text[at:]}")
@@ -63,7 +63,7 @@ def _decimal_places(words: Sequence[ReadWord]) -> tuple[str, set[int]] | None:
     return separator, {len(m.group(2)) for m in found if m.group(1) == separator}
 
 
-def point_position(grey: numpy.ndarray, word: ReadWord) -> int | None:
+def _point_position(grey: numpy.ndarray, word: ReadWord) -> int | None:
     """How many of the word's digits lie before the one point its pixels show between two
     of them; None where there is no such point, or more than one, or the digits are not
     one blot each."""
@@ -102,7 +102,9 @@ def _one_blot_a_digit(digits: list[Blot], text: str) -> bool:
     if not widths:
         return True
     usual = widths[len(widths) // 2]
-    return all(b[2] >= SAME_WIDTH * usual for b, c in zip(digits, text, strict=True) if c != "1")
+    return all(
+        b[2] >= SAME_WIDTH * usual for b, char in zip(digits, text, strict=True) if char != "1"
+    )
 
 
 def _is_point(blot: Blot, digit: int, foot: int) -> bool:

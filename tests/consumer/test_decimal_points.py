@@ -116,44 +116,51 @@ def test_no_point_is_added_without_a_point_on_the_baseline_and_the_pages_places(
 def test_a_speck_among_broken_and_joined_digits_is_no_point(tmp_path: Path) -> None:
     # Faint print as on a receipt's postcode: one "0" broken in two, "00" run together and a
     # speck on the baseline between them make five blots for five digits.
-    path, doc = rendered(tmp_path, "Postcode 40300", "Tax 15.00", size=14, font="cour")
-    word = read_as(doc, "40300", "40300")
-    x, y = round(word.box[0]), round(word.box[1])
-    with Image.open(path) as opened:
-        image = opened.convert("RGB")
-    digits = ink_blots(image.crop((x, y, round(word.box[2]), round(word.box[3]))))
+    image, word, digits = courier_number(tmp_path, "Postcode 40300", "40300")
     zero, three, end = digits[1], digits[2], digits[4]
     assert len(digits) == 5 and three[0] - (zero[0] + zero[2]) >= 4  # room for a speck
-    foot = y + zero[1] + zero[3] - 1
+    foot, middle = zero[1] + zero[3] - 1, zero[0] + zero[2] // 2
+    gap = (zero[0] + zero[2] + three[0]) // 2
     draw = ImageDraw.Draw(image)
-    draw.line((x + zero[0] + zero[2] // 2, y, x + zero[0] + zero[2] // 2, foot), "white", 2)
-    gap = x + (zero[0] + zero[2] + three[0]) // 2
+    draw.line((middle, word.box[1], middle, foot), "white", 2)
     draw.rectangle((gap - 1, foot - 1, gap, foot), fill="black")
-    joined = x + digits[3][0] + digits[3][2] - 2, foot - 8, x + end[0] + 2, foot - 6
-    draw.rectangle(joined, fill="black")
-    image.save(path)
+    draw.rectangle((digits[3][0] + digits[3][2] - 2, foot - 8, end[0] + 2, foot - 6), "black")
 
-    read = with_decimal_points(path, [word, ReadWord("15.00", (0, 0, 1, 1), 0.9, 1)])
-
-    assert read[0].text == "40300"
+    assert read_with_two_places(image, word, tmp_path) == "40300"
 
 
 def test_a_speck_that_touches_a_digits_box_is_no_point(tmp_path: Path) -> None:
     # A serif "1"'s foot broken off its stem (SROIE 379's "100") lies on the baseline too,
     # but against the digit: a point stands clear of both its neighbours.
-    path, doc = rendered(tmp_path, "Rate 760", "Tax 15.00", size=14, font="cour")
-    word = read_as(doc, "760", "760")
-    x, y = round(word.box[0]), round(word.box[1])
+    image, word, digits = courier_number(tmp_path, "Rate 760", "760")
+    seven = digits[0]
+    right, foot = seven[0] + seven[2], seven[1] + seven[3] - 1
+    ImageDraw.Draw(image).rectangle((right - 1, foot - 1, right, foot), fill="black")
+
+    assert read_with_two_places(image, word, tmp_path) == "760"
+
+
+def courier_number(
+    tmp_path: Path, line: str, number: str
+) -> tuple[Image.Image, ReadWord, list[tuple[int, int, int, int]]]:
+    """The line in Courier 14 pt as a page image, its number read as printed, and the
+    number's blots of ink left to right in page pixels (x, y, width, height)."""
+    path, doc = rendered(tmp_path, line, size=14, font="cour")
+    word = read_as(doc, number, number)
+    x0, y0, x1, y1 = (round(v) for v in word.box)
     with Image.open(path) as opened:
         image = opened.convert("RGB")
-    seven = ink_blots(image.crop((x, y, round(word.box[2]), round(word.box[3]))))[0]
-    right, foot = x + seven[0] + seven[2], y + seven[1] + seven[3] - 1
-    ImageDraw.Draw(image).rectangle((right - 1, foot - 1, right, foot), fill="black")
+    blots = ink_blots(image.crop((x0, y0, x1, y1)))
+    return image, word, [(x0 + x, y0 + y, w, h) for x, y, w, h in blots]
+
+
+def read_with_two_places(image: Image.Image, word: ReadWord, tmp_path: Path) -> str:
+    """The word's text after with_decimal_points on the image, on a page whose numbers have
+    two places."""
+    path = tmp_path / "drawn.png"
     image.save(path)
-
-    read = with_decimal_points(path, [word, ReadWord("15.00", (0, 0, 1, 1), 0.9, 1)])
-
-    assert read[0].text == "760"
+    amount = ReadWord("15.00", (0.0, 0.0, 1.0, 1.0), 0.9, 1)
+    return with_decimal_points(str(path), [word, amount])[0].text
 
 
 def ink_blots(crop: Image.Image) -> list[tuple[int, int, int, int]]:
