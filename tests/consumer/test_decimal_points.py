@@ -140,6 +140,17 @@ def test_a_speck_that_touches_a_digits_box_is_no_point(tmp_path: Path) -> None:
     assert read_with_two_places(image, word, tmp_path) == "760"
 
 
+def test_a_dash_on_the_baseline_is_no_point(tmp_path: Path) -> None:
+    # An underscore's stub between two digits is small and on the baseline, but no dot.
+    image, word, digits = courier_number(tmp_path, "Rate 760", "760")
+    seven, six = digits[0], digits[1]
+    gap, foot = (seven[0] + seven[2] + six[0]) // 2, seven[1] + seven[3] - 1
+    assert six[0] - (seven[0] + seven[2]) >= 6  # room for a dash standing clear
+    ImageDraw.Draw(image).rectangle((gap - 2, foot, gap + 1, foot), fill="black")
+
+    assert read_with_two_places(image, word, tmp_path) == "760"
+
+
 def courier_number(
     tmp_path: Path, line: str, number: str
 ) -> tuple[Image.Image, ReadWord, list[tuple[int, int, int, int]]]:
