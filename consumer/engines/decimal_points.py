@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy
 from PIL import Image
 
+from ocrq.consumer.layout.ink import ink_parts, otsu_level
 from ocrq.consumer.layout.words import ReadWord
 
 DIGITS = re.compile(r"\d{2,}")
@@ -67,17 +68,13 @@ def _point_position(grey: numpy.ndarray, word: ReadWord) -> int | None:
     """How many of the word's digits lie before the one point its pixels show between two
     of them; None where there is no such point, or more than one, or the digits are not
     one blot each."""
-    import cv2
-
     x0, y0, x1, y1 = (round(v) for v in word.box)
     crop = grey[max(y0, 0) : y1, max(x0, 0) : x1]
     if crop.size == 0 or crop.min() == crop.max():
         return None
-    _, ink = cv2.threshold(crop, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
-    count, _, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
-    blots: list[Blot] = [(int(x), int(y), int(w), int(h)) for x, y, w, h, _ in stats[1:count]]
+    blots = ink_blots(crop)
     height = crop.shape[0]
-    digits = sorted(b for b in blots if b[3] >= DIGIT_HEIGHT * height)
+    digits = [b for b in blots if b[3] >= DIGIT_HEIGHT * height]
     if len(digits) != len(word.text) or not _one_blot_a_digit(digits, word.text):
         return None
     tall = max(b[3] for b in digits)
@@ -87,6 +84,12 @@ def _point_position(grey: numpy.ndarray, word: ReadWord) -> int | None:
     if len(points) != 1 or any(_above(b, points[0]) for b in marks):
         return None  # no point, several, or a colon's lower dot
     return _gap_index(points[0], digits)
+
+
+def ink_blots(grey: numpy.ndarray) -> list[Blot]:
+    """The grey image's blots of ink (darker than its Otsu level, 8-connected), left to right."""
+    mask = grey <= otsu_level(grey)
+    return sorted((a, b, c - a + 1, d - b + 1) for a, b, c, d in ink_parts(mask))
 
 
 def _one_blot_a_digit(digits: list[Blot], text: str) -> bool:

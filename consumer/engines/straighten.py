@@ -22,6 +22,7 @@ import msgspec
 import numpy
 from PIL import Image, ImageOps
 
+from ocrq.consumer.layout.ink import otsu_level
 from ocrq.consumer.layout.structure import Frame
 from ocrq.shared.schemas import Block, Cell
 
@@ -40,28 +41,13 @@ def measure_skew(image: Image.Image) -> float:
     pixels = numpy.asarray(grey, dtype=numpy.float32)
     if pixels.size == 0 or float(pixels.std()) < 1.0:  # blank: nothing to measure
         return 0.0
-    threshold = _otsu(pixels)
+    threshold = otsu_level(pixels)
     ink = Image.fromarray(((pixels < threshold) * 255).astype(numpy.uint8))
     coarse = numpy.arange(-MAX_DEGREES, MAX_DEGREES + COARSE_STEP / 2, COARSE_STEP)
     best = max(coarse, key=lambda angle: _sharpness(ink, float(angle)))
     fine = numpy.arange(best - COARSE_STEP, best + COARSE_STEP + FINE_STEP / 2, FINE_STEP)
     angle = float(max(fine, key=lambda a: _sharpness(ink, float(a))))
     return round(angle, 1) if _sharpness(ink, angle) > _sharpness(ink, 0.0) else 0.0
-
-
-def _otsu(pixels: numpy.ndarray) -> float:
-    """The grey level that best splits ink from paper (Otsu's between-class variance)."""
-    histogram = numpy.bincount(pixels.astype(numpy.uint8).ravel(), minlength=256) / pixels.size
-    weights = numpy.cumsum(histogram)
-    means = numpy.cumsum(histogram * numpy.arange(256))
-    total, total_mean = weights[-1], means[-1]
-    background = total - weights
-    split = (weights > 0) & (background > 0)
-    between = numpy.zeros(256)
-    between[split] = (total_mean * weights[split] - means[split] * total) ** 2 / (
-        weights[split] * background[split]
-    )
-    return float(numpy.argmax(between))
 
 
 def _sharpness(ink: Image.Image, angle: float) -> float:

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
+from ocrq.consumer.layout.ink import ink_parts
 from ocrq.consumer.layout.placement import CAPTION, CAPTION_GAP, vertical_gap, x_overlap
 from ocrq.consumer.layout.rects import area, centre_inside, clip, mostly_inside, union, within
 from ocrq.consumer.layout.structure import Rect
@@ -78,7 +79,7 @@ def find_figures(
     _wipe_words(ink, words, cell)
     reach = max(1, round(min(ink.shape) * CLOSE_SHARE))
     found = []
-    for part in _parts(_dilate(ink, reach)):
+    for part in ink_parts(_dilate(ink, reach)):
         x0, y0, x1, y1 = _undilated(part, reach)
         box = _to_pixels((x0, y0, x1, y1), cell, width, height)
         if ink[y0:y1, x0:x1].mean() < MIN_INK_SHARE or any(mostly_inside(box, a) for a in avoid):
@@ -141,39 +142,6 @@ def _dilate(mask: NDArray[np.bool_], reach: int) -> NDArray[np.bool_]:
         + sums[0:rows, 0:cols]
     )
     return np.asarray(window > 0)
-
-
-def _parts(mask: NDArray[np.bool_]) -> list[tuple[int, int, int, int]]:
-    """Boxes (cells, inclusive) of the mask's 8-connected parts, from its runs per row."""
-    runs: list[tuple[int, int, int]] = []  # row, first column, last column
-    parent: list[int] = []
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    previous: list[int] = []
-    for row in range(mask.shape[0]):
-        edges = np.flatnonzero(np.diff(np.concatenate(([0], mask[row].view(np.int8), [0]))))
-        current = []
-        for start, stop in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
-            index = len(runs)
-            runs.append((row, start, stop - 1))
-            parent.append(index)
-            for other in previous:  # 8-connected: runs touching diagonally join too
-                _, a, b = runs[other]
-                if a <= stop and b >= start - 1:
-                    parent[root(other)] = root(index)
-            current.append(index)
-        previous = current
-    boxes: dict[int, list[int]] = {}
-    for index, (row, start, last) in enumerate(runs):
-        box = boxes.setdefault(root(index), [start, row, last, row])
-        box[0], box[2] = min(box[0], start), max(box[2], last)
-        box[1], box[3] = min(box[1], row), max(box[3], row)
-    return [(b[0], b[1], b[2], b[3]) for b in boxes.values()]
 
 
 def _undilated(box: tuple[int, int, int, int], reach: int) -> tuple[int, int, int, int]:

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image, ImageDraw
 from support.tesseract_scans import png_page, running_tesseract
 
-from ocrq.consumer.engines.decimal_points import with_decimal_points
+from ocrq.consumer.engines.decimal_points import ink_blots, with_decimal_points
 from ocrq.consumer.engines.readings import read_image
 from ocrq.consumer.engines.tesseract import TesseractEngine, tessdata_dir
 from ocrq.consumer.layout.words import ReadWord
@@ -161,7 +161,7 @@ def courier_number(
     x0, y0, x1, y1 = (round(v) for v in word.box)
     with Image.open(path) as opened:
         image = opened.convert("RGB")
-    blots = ink_blots(image.crop((x0, y0, x1, y1)))
+    blots = ink_blots(numpy.asarray(image.crop((x0, y0, x1, y1)).convert("L")))
     return image, word, [(x0 + x, y0 + y, w, h) for x, y, w, h in blots]
 
 
@@ -172,13 +172,3 @@ def read_with_two_places(image: Image.Image, word: ReadWord, tmp_path: Path) -> 
     image.save(path)
     amount = ReadWord("15.00", (0.0, 0.0, 1.0, 1.0), 0.9, 1)
     return with_decimal_points(str(path), [word, amount])[0].text
-
-
-def ink_blots(crop: Image.Image) -> list[tuple[int, int, int, int]]:
-    """The crop's blots of ink left to right: x, y, width, height."""
-    import cv2
-
-    grey = numpy.asarray(crop.convert("L"))
-    _, ink = cv2.threshold(grey, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
-    count, _, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
-    return sorted((int(a), int(b), int(c), int(d)) for a, b, c, d, _ in stats[1:count])

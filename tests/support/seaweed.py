@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -17,6 +18,13 @@ from ocrq.shared.embedded import free_port
 
 REGION = "us-east-1"
 START_TIMEOUT_S = 90.0  # `weed mini` answers S3 within ~10 s here; a loaded CI box is slower
+# A free port is free when picked, not when `weed` binds it seconds later: another process
+# can take it between (CI saw "Filer listener error: … address already in use"). A first
+# start that fails so tries again on fresh ports; a restart keeps its ports (clients hold them).
+START_ATTEMPTS = 3
+# What its log says when so: a port taken before its own check ("Port allocation failed: port
+# 50129 for Filer … is not available"), or after it, while a server binds.
+PORT_TAKEN = re.compile(rb"Port allocation failed|address already in use")
 # The servers `weed mini` runs, each with an HTTP and a gRPC port (all set: none of the
 # defaults, 8333, 9333, 8888 …, may be taken by another test session on the machine).
 PORT_FLAGS = (
@@ -32,6 +40,10 @@ PORT_FLAGS = (
     "admin.port.grpc",
     "webdav.port",
 )
+
+
+class PortTakenError(RuntimeError):
+    """`weed mini` exited because a port picked for it was bound by someone else first."""
 
 
 def weed_binary() -> str | None:
@@ -58,13 +70,19 @@ class Seaweed:
         self.bucket = bucket
         self.access_key = "ocrq" + secrets.token_hex(6)
         self.secret_key = secrets.token_hex(20)
-        self.ports = {flag: free_port() for flag in PORT_FLAGS}
-        self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
+        self.choose_ports()
         self.log_path = root / "weed.log"
+        self.log_start = 0  # where this launch's part of the log begins
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started = False
         (root / "data").mkdir(parents=True, exist_ok=True)
         self.config_path = root / "identities.json"
         self.config_path.write_text(json.dumps(self.identities()))
+
+    def choose_ports(self) -> None:
+        """Free ports for every server `weed mini` runs, and the S3 endpoint on its port."""
+        self.ports = {flag: free_port() for flag in PORT_FLAGS}
+        self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
 
     def identities(self) -> dict[str, object]:
         """The S3 config: one admin identity with this instance's keys."""
@@ -102,7 +120,29 @@ class Seaweed:
         """Start the process and wait until S3 answers for the bucket."""
         if self.proc is not None and self.proc.poll() is None:
             return self
+        for attempt in range(1, START_ATTEMPTS + 1):
+            self.launch()
+            try:
+                self.wait_ready(START_TIMEOUT_S)
+            except PortTakenError:
+                self.stop()
+                if self.started or attempt == START_ATTEMPTS:
+                    raise
+                self.choose_ports()
+                shutil.rmtree(self.root / "data")  # the master's state names its old ports
+                (self.root / "data").mkdir()
+                continue
+            except BaseException:
+                self.stop()
+                raise
+            self.started = True
+            break
+        return self
+
+    def launch(self) -> None:
+        """Run `weed mini` in its own session, its output appended to the log."""
         with self.log_path.open("ab") as log:
+            self.log_start = log.tell()
             self.proc = subprocess.Popen(
                 self.command(),
                 stdout=log,
@@ -111,12 +151,6 @@ class Seaweed:
                 cwd=self.root,
                 start_new_session=True,
             )
-        try:
-            self.wait_ready(START_TIMEOUT_S)
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def wait_ready(self, timeout_s: float) -> None:
         """Poll until a signed PUT into the bucket succeeds; the log's tail if it never does."""
@@ -137,18 +171,30 @@ class Seaweed:
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
                 code = None if self.proc is None else self.proc.returncode
-                raise RuntimeError(f"weed mini exited with {code}:\n{self.log_tail()}")
+                failure = PortTakenError if self.port_taken() else RuntimeError
+                raise failure(f"weed mini exited with {code}:\n{self.log_tail()}")
             try:
                 obstore.put(store, ".ocrq-ready", b"")
                 obstore.delete(store, ".ocrq-ready")
                 return
             except Exception as e:  # still starting: refused, 5xx, no bucket yet
                 last = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if self.port_taken():  # a server that could not bind may not end the process
+                    raise PortTakenError(f"a port was taken:\n{self.log_tail()}") from e
             time.sleep(0.25)
         raise TimeoutError(
             f"SeaweedFS S3 at {self.endpoint} did not answer within {timeout_s:g} s "
             f"(last error: {last}):\n{self.log_tail()}"
         )
+
+    def port_taken(self) -> bool:
+        """Whether this launch's log says one of its ports was taken by the time it bound."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self.log_start)
+                return PORT_TAKEN.search(log.read()) is not None
+        except OSError:
+            return False
 
     def log_tail(self, chars: int = 3000) -> str:
         """The end of the process's log."""

@@ -235,6 +235,8 @@ async def test_a_receipts_line_ends_beside_a_circled_sum_stay_text(
     page = await read_scan(engine, path)
 
     text = " ".join(b.text for b in page.blocks if b.label != "figure")
-    assert "non-refund" in text and "You***" in text and "Again***" in text
+    # "gain***": the re-read (PP-OCRv6) gives "Ágain" on some machines, "Again" on others
+    # (float or integer model alike); the line's end kept as text is what is tested here.
+    assert "non-refund" in text and "You***" in text and "gain***" in text
     [figure] = [b.bbox_px for b in page.blocks if b.label == "figure"]
     assert figure[0] > 300  # the circle's left edge, right of the line ends (x 232-342)
