@@ -172,3 +172,92 @@ def read_with_two_places(image: Image.Image, word: ReadWord, tmp_path: Path) -> 
     image.save(path)
     amount = ReadWord("15.00", (0.0, 0.0, 1.0, 1.0), 0.9, 1)
     return with_decimal_points(str(path), [word, amount])[0].text
+
+
+def word_at(text: str, x0: float, x1: float, line: int = 0) -> ReadWord:
+    """A word read on a receipt's line, 20 px tall, between x0 and x1."""
+    return ReadWord(text, (x0, 100.0 + 30 * line, x1, 120.0 + 30 * line), 0.9, line)
+
+
+def amounts_page(tmp_path: Path, *words: ReadWord) -> list[str]:
+    """The words' texts after with_decimal_points, on a page that also holds five amounts
+    written with a point (each on a line of its own)."""
+    path = tmp_path / "blank.png"
+    Image.new("L", (600, 400), 255).save(path)
+    amounts = [
+        word_at(text, 10, 60, line=5 + n)
+        for n, text in enumerate(("14.99", "-5.00", "9.90SR", "0.02", "31.60"))
+    ]
+    return [w.text for w in with_decimal_points(str(path), [*words, *amounts])][: -len(amounts)]
+
+
+def test_an_amount_read_with_a_comma_gets_its_point_but_a_printed_comma_stays(
+    tmp_path: Path,
+) -> None:
+    # SROIE 302 reads "98,37" beside "98.37"; SROIE 000's address "No.53 55,57 & 59" has a
+    # comma, whose tail goes below the digits.
+    lines = [
+        "Total 98.37 Cash 100.00",
+        "Change 1.63 Tax 0.30 Due 5.00 Paid 9.00",
+        "No.53 55,57 & 59",
+    ]
+    path, doc = rendered(tmp_path, *lines, size=10, font="cour")
+    amount, address = read_as(doc, "98.37", "98,37"), read_as(doc, "55,57", "55,57", line=2)
+    others = [
+        read_as(doc, text, text, line=1) for text in ("100.00", "1.63", "0.30", "5.00", "9.00")
+    ]
+
+    texts = [w.text for w in with_decimal_points(path, [amount, address, *others])]
+
+    assert texts[:2] == ["98.37", "55,57"]
+
+
+def test_commas_stay_where_the_page_writes_amounts_with_them_or_they_part_thousands(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "blank.png"
+    Image.new("L", (600, 400), 255).save(path)
+    french = [
+        word_at(text, 10, 60, line=n) for n, text in enumerate(("55,57", "33,92", "4,50", "1.25"))
+    ]
+    assert [w.text for w in with_decimal_points(str(path), french)] == [
+        "55,57",
+        "33,92",
+        "4,50",
+        "1.25",
+    ]
+    # Amounts with a comma too many to be misreads: a page of both (a point, more often, in
+    # its other numbers).
+    mixed = ("1.5", "2.5", "3.5", "4.5", "7.80", "8.80", "9.80", "12,50", "3,20")
+    both = [word_at(text, 10, 60, line=n) for n, text in enumerate(mixed)]
+    assert [w.text for w in with_decimal_points(str(path), both)] == list(mixed)
+    # A thousands comma has three digits after it.
+    assert amounts_page(tmp_path, word_at("1,000", 100, 150)) == ["1,000"]
+
+
+def test_an_amount_split_at_its_point_is_joined_again(tmp_path: Path) -> None:
+    # SROIE 302 "21." "10SR" (0.9 of a character apart), SROIE 316 "RM1." "38" (0.8), SROIE 326
+    # "21" ".60" (0.6): a fixed-width font gives the point a whole character's cell.
+    split = [
+        (word_at("21.", 100, 130), word_at("10SR", 139, 179)),
+        (word_at("RM1.", 100, 140, line=1), word_at("38", 148, 168, line=1)),
+        (word_at("21", 100, 120, line=2), word_at(".60", 126, 156, line=2)),
+    ]
+    texts = amounts_page(tmp_path, *(w for pair in split for w in pair))
+
+    assert texts == ["21.10SR", "RM1.38", "21.60"]
+
+
+def test_numbers_a_space_apart_or_on_two_lines_stay_apart(tmp_path: Path) -> None:
+    apart = [word_at("2.", 100, 120), word_at("40", 140, 160)]  # 2 characters apart
+    two_lines = [word_at("3.", 100, 120, line=1), word_at("50", 125, 145, line=2)]
+    not_cents = [word_at("12.", 100, 130, line=3), word_at("500", 132, 162, line=3)]
+
+    assert amounts_page(tmp_path, *apart, *two_lines, *not_cents) == [
+        "2.",
+        "40",
+        "3.",
+        "50",
+        "12.",
+        "500",
+    ]
